@@ -1,0 +1,82 @@
+"""Where backfill reservations are computed (EASY backfill, Slurm style).
+
+When the workload at the head of the line cannot start for lack of capacity,
+it gets a reservation: the earliest time (``shadow``) at which it would fit if
+running work ends at its declared run-time limit, and the node capacity it
+would take then. Work behind it may start on that capacity only if it
+declares a run-time limit that ends before ``shadow``; elsewhere it starts freely.
+If running work declares no limits the shadow time is unknown and the
+reserved capacity is simply kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .inventory import Inventory, Reserved
+from .model import PREEMPTING, Workload
+from .resources import CPU, GPU, MEMORY
+
+
+@dataclass
+class Reservation:
+    workload: Workload
+    shadow: float | None          # None: unknown (running work declares no limit)
+    nodes: Reserved = field(default_factory=dict)
+
+
+def expected_end(w: Workload, now: float) -> float | None:
+    if w.state == PREEMPTING:
+        return now
+    if w.time_limit is None or w.admitted_at is None:
+        return None
+    return max(now, w.admitted_at + w.time_limit)
+
+
+def reserve(inv: Inventory, holding, w: Workload, now: float, reserved: Reserved) -> Reservation:
+    """Find when and where ``w`` fits as running work ends; nothing is changed."""
+    ends = sorted(((e, v.seq, v) for v in holding if (e := expected_end(v, now)) is not None),
+                  key=lambda t: (t[0], t[1]))
+    need = w.request.get(GPU, 0) * w.workers
+    released: list[Workload] = []
+    found = None
+    try:
+        i = 0
+        while i < len(ends):
+            t = ends[i][0]
+            # Release everything that ends at the same instant before trying.
+            while i < len(ends) and ends[i][0] == t:
+                v = ends[i][2]
+                inv.release(v)
+                released.append(v)
+                i += 1
+            if need and inv.free.get(GPU, 0) < need:
+                continue
+            placement = inv.place(w, reserved)
+            if placement is not None:
+                found = (t, placement)
+                break
+        if found is None:
+            # Unknown when: keep the capacity it would take once everything has ended.
+            rest = [v for v in holding if v not in released]
+            for v in rest:
+                inv.release(v)
+            released.extend(rest)
+            placement = inv.place(w, reserved)
+            found = (None, placement or [])
+    finally:
+        for v in reversed(released):
+            inv.allocate(v)
+    shadow, placement = found
+    nodes: Reserved = {}
+    g, cpu, mem = w.request.get(GPU, 0), w.request.get(CPU, 0), w.request.get(MEMORY, 0)
+    for a in placement:
+        t0 = nodes.get(a.node, (0, 0, 0))
+        nodes[a.node] = (t0[0] + g, t0[1] + cpu, t0[2] + mem)
+    return Reservation(w, shadow, nodes)
+
+
+def merge(into: Reserved, extra: Reserved) -> None:
+    for node, (g, c, m) in extra.items():
+        t = into.get(node, (0, 0, 0))
+        into[node] = (t[0] + g, t[1] + c, t[2] + m)

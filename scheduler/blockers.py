@@ -1,0 +1,70 @@
+"""Why a pending workload did not start this cycle, with the numbers behind it.
+
+The engine records a ``Blocker`` per pending workload; ``explain`` turns it
+into a sentence. Keeping numbers, not text, makes the cycle cheap and the
+reason translatable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from .resources import fmt_amount, label
+
+# Codes that more capacity (or preempting someone) could resolve.
+CAPACITY = "capacity"
+RESERVED = "reserved"
+NO_NODE = "no_node"
+QUEUE_LIMIT = "queue_limit"
+USER_LIMIT = "user_limit"
+GUARANTEE_ONLY = "guarantee_only"
+NO_BORROW = "no_borrow"
+LENDING = "lending"
+STRICT_ORDER = "strict_order"
+WAITING_PREEMPTION = "waiting_preemption"
+
+
+@dataclass(slots=True)
+class Blocker:
+    code: str
+    resource: str = ""
+    queue: str = ""
+    used: int = 0
+    cap: int = 0
+    need: int = 0
+    other: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def text(self, w=None) -> str:
+        r, amt = self.resource, (lambda n: fmt_amount(self.resource, n))
+        what = label(r) if r else ""
+        if self.code == QUEUE_LIMIT:
+            return (f"queue {self.queue} is at its limit: it uses {amt(self.used)}/{amt(self.cap)} {what} "
+                    f"and this needs {amt(self.need)} more")
+        if self.code == USER_LIMIT:
+            return (f"your limit in queue {self.queue}: you use {amt(self.used)}/{amt(self.cap)} {what}; "
+                    f"this needs {amt(self.need)} more")
+        if self.code == GUARANTEE_ONLY:
+            return (f"priority class {self.other} runs only inside guaranteed quota: queue {self.queue} "
+                    f"uses {amt(self.used)}/{amt(self.cap)} guaranteed {what}; this needs {amt(self.need)}")
+        if self.code == NO_BORROW:
+            return (f"queue {self.queue} may not borrow: it uses {amt(self.used)}/{amt(self.cap)} "
+                    f"guaranteed {what}; this needs {amt(self.need)}")
+        if self.code == LENDING:
+            return (f"needs {amt(self.need)} {what} beyond what is free to borrow: other queues keep "
+                    f"their guaranteed share unlent ({amt(self.used)}/{amt(self.cap)} in use or kept)")
+        if self.code == CAPACITY:
+            return (f"needs {self.other}; no node has that free now "
+                    f"(cluster uses {amt(self.used)}/{amt(self.cap)} {what})")
+        if self.code == NO_NODE:
+            return f"needs {self.other}; no healthy node could ever fit it"
+        if self.code == RESERVED:
+            return (f"capacity is held for {self.queue} workload {self.other}, which is ahead in line "
+                    f"(declare a shorter --time limit to start in the gap)")
+        if self.code == STRICT_ORDER:
+            return f"waiting behind {self.other}, which is ahead in strict order"
+        if self.code == WAITING_PREEMPTION:
+            return f"preempting {self.need} workload(s) to make room; waiting for them to stop"
+        return self.code

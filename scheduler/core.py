@@ -1,0 +1,325 @@
+"""The scheduler's public face: one object the service, the spawners and replay all use.
+
+``Scheduler`` owns the in-memory ``ClusterState`` and ``Engine`` and writes
+every change through a ``Store`` in one transaction per operation (one per
+cycle for the cycle's decisions). If a write fails, the in-memory state is
+rebuilt from the store, so memory never runs ahead of what is durable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time as _time
+
+from . import ledger, reclaim, validation
+from .engine import CycleResult, Engine, EngineConfig
+from .errors import Conflict, NotFound
+from .model import (ADMITTED, CANCELLED, FAILED, FINISHED, HOLDING, PENDING, PREEMPTED, PREEMPTING,
+                    RECLAIMED, RUNNING, TERMINAL, Allocation, Event, NodeSpec, PriorityClass, QueueSpec,
+                    Workload, default_classes)
+from .state import ClusterState
+from .store import MemoryStore, Store
+
+
+class Scheduler:
+    def __init__(self, store: Store | None = None, config: EngineConfig | None = None,
+                 clock=_time.time, prices: dict[str, float] | None = None):
+        self.store = store if store is not None else MemoryStore()
+        self.config = config or EngineConfig()
+        self.clock = clock
+        self.prices = dict(prices or {})
+        self.last: CycleResult | None = None
+        self._load()
+
+    # --- lifecycle -------------------------------------------------------------
+
+    def _load(self) -> None:
+        snap = self.store.load()
+        if not snap.classes:
+            with self.store.transaction():
+                for pc in default_classes():
+                    self.store.put_class(pc)
+            snap.classes = default_classes()
+        self.state = ClusterState(snap.queues, snap.classes, snap.nodes)
+        for w in sorted(snap.workloads, key=lambda w: w.seq):
+            self.state.add(w)
+        self.engine = Engine(self.state, self.config)
+        self.engine.fairshare.load(snap.fairshare_time, snap.fairshare)
+        self.next_seq = snap.next_seq
+        self.last = None
+
+    @contextlib.contextmanager
+    def _tx(self):
+        """One store transaction; on failure memory is rebuilt from the store."""
+        try:
+            with self.store.transaction():
+                yield
+        except BaseException:
+            self._load()
+            raise
+
+    def _now(self, now):
+        return self.clock() if now is None else float(now)
+
+    def _event(self, now, kind, w: Workload | None = None, reason="", **data):
+        self.store.add_event(Event(now, kind, w.id if w else None, reason, data))
+
+    # --- configuration (admin) ---------------------------------------------------
+
+    def put_queue(self, spec, now=None, actor: str = "") -> QueueSpec:
+        spec = validation.queue(spec)
+        specs = {q.name: q for q in self.state.tree.specs.values()}
+        before = specs.get(spec.name)
+        specs[spec.name] = spec
+        validation.queue_tree(list(specs.values()))
+        now = self._now(now)
+        with self._tx():
+            self.store.put_queue(spec)
+            self._event(now, "queue_updated", actor=actor, queue=spec.name,
+                        before=before.to_dict() if before else None, after=spec.to_dict())
+        self.state.rebuild_tree(list(specs.values()))
+        return spec
+
+    def delete_queue(self, name: str, now=None, actor: str = "") -> None:
+        specs = dict(self.state.tree.specs)
+        if name not in specs:
+            raise NotFound(f"unknown queue {name!r}")
+        if any(s.parent == name for s in specs.values()):
+            raise Conflict(f"queue {name!r} has sub-queues; delete or move them first")
+        live = [w.id for w in self.state.workloads.values() if w.queue == name]
+        if live:
+            raise Conflict(f"queue {name!r} still has {len(live)} pending or running workload(s)")
+        before = specs.pop(name)
+        with self._tx():
+            self.store.delete_queue(name)
+            self._event(self._now(now), "queue_deleted", actor=actor, queue=name, before=before.to_dict())
+        self.state.rebuild_tree(list(specs.values()))
+
+    def put_class(self, spec, now=None, actor: str = "") -> PriorityClass:
+        pc = validation.priority_class(spec)
+        before = self.state.classes.get(pc.name)
+        with self._tx():
+            self.store.put_class(pc)
+            self._event(self._now(now), "class_updated", actor=actor, priority_class=pc.name,
+                        before=before.to_dict() if before else None, after=pc.to_dict())
+        self.state.classes[pc.name] = pc
+        return pc
+
+    def delete_class(self, name: str, now=None, actor: str = "") -> None:
+        if name not in self.state.classes:
+            raise NotFound(f"unknown priority class {name!r}")
+        if any(w.priority == name for w in self.state.workloads.values()):
+            raise Conflict(f"priority class {name!r} is used by pending or running workloads")
+        before = self.state.classes[name]
+        with self._tx():
+            self.store.delete_class(name)
+            self._event(self._now(now), "class_deleted", actor=actor, priority_class=name,
+                        before=before.to_dict())
+        del self.state.classes[name]
+
+    def put_node(self, spec, now=None, actor: str = "") -> NodeSpec:
+        spec = validation.node(spec)
+        before = self.state.inventory.nodes.get(spec.name)
+        if before is not None:
+            for w in self.state.holders_on(spec.name):
+                for a in w.placement:
+                    if a.node == spec.name and any(g >= spec.gpus for g in a.gpus):
+                        raise Conflict(f"node {spec.name!r}: GPU indices in use by {w.id} exceed {spec.gpus} GPUs")
+        with self._tx():
+            self.store.put_node(spec)
+            self._event(self._now(now), "node_updated", actor=actor, node=spec.name,
+                        before=before.spec.to_dict() if before else None, after=spec.to_dict())
+        self.state.put_node(spec)
+        return spec
+
+    def set_node_flags(self, name: str, *, draining: bool | None = None, healthy: bool | None = None,
+                       now=None, actor: str = "") -> NodeSpec:
+        n = self.state.inventory.nodes.get(name)
+        if n is None:
+            raise NotFound(f"unknown node {name!r}")
+        d = n.spec.to_dict()
+        if draining is not None:
+            d["draining"] = bool(draining)
+        if healthy is not None:
+            d["healthy"] = bool(healthy)
+        return self.put_node(d, now=now, actor=actor)
+
+    def remove_node(self, name: str, now=None, actor: str = "") -> list[Workload]:
+        """The node is gone: its workloads lose their allocation (requeued or failed by class)."""
+        if name not in self.state.inventory.nodes:
+            raise NotFound(f"unknown node {name!r}")
+        now = self._now(now)
+        lost = self.state.holders_on(name)
+        with self._tx():
+            for w in lost:
+                self._end_holding(w, now, "node_lost", f"node {name} was removed", state=FAILED,
+                                  requeue=True)
+            self.store.delete_node(name)
+            self._event(now, "node_removed", actor=actor, node=name, workloads=[w.id for w in lost])
+        self.state.inventory.remove(name)
+        for w in lost:
+            if w.state in TERMINAL:
+                self.state.forget(w)
+        return lost
+
+    # --- workloads -------------------------------------------------------------
+
+    def submit(self, spec: dict, now=None) -> Workload:
+        """Validate and accept a workload. Once this returns it is durable."""
+        fields = validation.workload_fields(spec, self.state)
+        now = self._now(now)
+        seq = self.next_seq
+        w = Workload(id=f"w{seq:07d}", seq=seq, submitted_at=now, **fields)
+        with self._tx():
+            self.store.put_workload(w)
+            self._event(now, "submitted", w, "", user=w.user, queue=w.queue, priority=w.priority,
+                        request=w.request, workers=w.workers)
+        self.next_seq = seq + 1
+        self.state.add(w)
+        return w
+
+    def get(self, workload_id: str) -> Workload:
+        w = self.state.workloads.get(workload_id) or self.store.get_workload(workload_id)
+        if w is None:
+            raise NotFound(f"no workload {workload_id!r}")
+        return w
+
+    def cancel(self, workload_id: str, now=None, reason: str = "cancelled by user") -> Workload:
+        w = self.get(workload_id)
+        if w.state in TERMINAL:
+            raise Conflict(f"workload {workload_id} already ended ({w.state})")
+        now = self._now(now)
+        with self._tx():
+            if w.state == PENDING:
+                self.state.pending.pop(w.id, None)
+                w.state, w.ended_at, w.reason = CANCELLED, now, reason
+                self.store.put_workload(w)
+                self._event(now, "cancelled", w, reason)
+            else:
+                self._end_holding(w, now, "cancelled", reason, state=CANCELLED)
+        self.state.forget(w)
+        return w
+
+    def mark_running(self, workload_id: str, now=None) -> Workload:
+        w = self.get(workload_id)
+        if w.state != ADMITTED:
+            raise Conflict(f"workload {workload_id} is {w.state}, not admitted")
+        now = self._now(now)
+        w.state, w.started_at = RUNNING, now
+        with self._tx():
+            self.store.put_workload(w)
+            self._event(now, "started", w, "", placement=[a.to_dict() for a in w.placement])
+        return w
+
+    def mark_finished(self, workload_id: str, now=None, exit_code: int = 0, reason: str = "") -> Workload:
+        """The workload ended by itself: finished (exit 0) or failed."""
+        w = self.get(workload_id)
+        if w.state not in HOLDING:
+            raise Conflict(f"workload {workload_id} is {w.state}; only running work can finish")
+        now = self._now(now)
+        state = FINISHED if exit_code == 0 else FAILED
+        w.exit_code = exit_code
+        with self._tx():
+            self._end_holding(w, now, state, reason or ("exit code %d" % exit_code), state=state)
+        self.state.forget(w)
+        return w
+
+    def mark_stopped(self, workload_id: str, now=None) -> Workload:
+        """A preempted workload has stopped: its resources return; it requeues or ends."""
+        w = self.get(workload_id)
+        if w.state != PREEMPTING:
+            raise Conflict(f"workload {workload_id} is {w.state}, not being preempted")
+        now = self._now(now)
+        by = w.metadata.get("preempted_by", "")
+        with self._tx():
+            self._end_holding(w, now, "stopped", f"preempted by {by}", state=PREEMPTED, requeue=True)
+        if w.state in TERMINAL:
+            self.state.forget(w)
+        return w
+
+    def _end_holding(self, w: Workload, now: float, kind: str, reason: str, *, state: str,
+                     requeue: bool = False) -> None:
+        """Release what ``w`` holds, record ``kind``, then requeue it (if asked and its
+        class allows) or end it in ``state``. Call inside a transaction."""
+        self.state.release(w)
+        self.store.close_allocation(w.id, now)
+        self._event(now, kind, w, reason, placement=[a.to_dict() for a in w.placement])
+        cls = self.state.classes.get(w.priority)
+        if requeue and cls is not None and cls.requeue:
+            self.state.requeue(w)
+            self._event(now, "requeued", w, reason)
+        else:
+            w.state, w.ended_at, w.reason = state, now, reason
+            self.state.pending.pop(w.id, None)
+        self.store.put_workload(w)
+
+    # --- the cycle ---------------------------------------------------------------
+
+    def cycle(self, now=None) -> CycleResult:
+        """Run one scheduling cycle and make its decisions durable in one transaction."""
+        now = self._now(now)
+        res = self.engine.cycle(now)
+        with self._tx():
+            for v, by in res.preempted:
+                self.store.put_workload(v)
+                self._event(now, "preempted", v, f"preempted by {by.id} ({by.priority}, queue {by.queue})",
+                            preemptor=by.id, placement=[a.to_dict() for a in v.placement])
+                if v.state != PREEMPTING:      # released at once (replay)
+                    self.store.close_allocation(v.id, now)
+                    if v.state in TERMINAL:
+                        v.ended_at = now
+                        self.state.workloads.pop(v.id, None)
+            for w in res.admitted:
+                self.store.put_workload(w)
+                self.store.open_allocation(Allocation(w.id, w.user, w.queue, w.flavor, w.gpus, now))
+                self._event(now, "admitted", w, "", placement=[a.to_dict() for a in w.placement])
+            self.store.put_fairshare(now, self.engine.fairshare.snapshot())
+        self.last = res
+        return res
+
+    # --- idle reclamation --------------------------------------------------------
+
+    def report_idle(self, workload_id: str, idle_since: float, now=None) -> reclaim.IdleDecision:
+        """Apply the queue's idle policy to a running workload idle since ``idle_since``."""
+        w = self.get(workload_id)
+        if w.state not in (ADMITTED, RUNNING):
+            raise Conflict(f"workload {workload_id} is {w.state}; only running work can be idle")
+        now = self._now(now)
+        policy = self.state.tree.specs[w.queue].idle
+        d = reclaim.decide(w, policy, idle_since, now)
+        if d.action == reclaim.WARN:
+            w.idle_warned_at = now
+            with self._tx():
+                self.store.put_workload(w)
+                self._event(now, "idle_warning", w,
+                            f"idle for {d.idle_seconds / 60:.0f} min; its GPUs will be released at "
+                            f"{d.release_at}" if d.release_at else f"idle for {d.idle_seconds / 60:.0f} min",
+                            idle_seconds=d.idle_seconds, release_at=d.release_at)
+        elif d.action == reclaim.RELEASE:
+            with self._tx():
+                self._end_holding(w, now, "reclaimed",
+                                  f"idle for {d.idle_seconds / 60:.0f} min (queue limit "
+                                  f"{policy.release_after / 60:.0f} min)", state=RECLAIMED)
+                self._event(now, "gpu_returned", w, "", gpus=d.gpus,
+                            gpu_hours_returned=d.gpu_hours_returned)
+            self.state.forget(w)
+        return d
+
+    # --- reading -------------------------------------------------------------------
+
+    def workloads(self, *, user=None, queue=None, states=None) -> list[Workload]:
+        out = [w for w in self.state.workloads.values()
+               if (user is None or w.user == user) and (queue is None or w.queue == queue)
+               and (states is None or w.state in states)]
+        return sorted(out, key=lambda w: w.seq)
+
+    def events(self, **filters) -> list[Event]:
+        return self.store.get_events(**filters)
+
+    def usage(self, start: float, end: float, by: str = "user") -> list[dict]:
+        return ledger.usage(self.store.get_allocations(start, end), start, end, by, self.prices)
+
+    def explain(self, workload_id: str, now=None) -> dict:
+        from .explain import explain
+
+        return explain(self, self.get(workload_id), self._now(now))

@@ -1,0 +1,292 @@
+"""Where a scheduling cycle happens: order pending work, admit, preempt, backfill.
+
+The engine is deterministic given (state, clock): the live service and trace
+replay drive the same ``Engine.cycle``. It changes the in-memory state and
+returns what it decided; the caller (``core.Scheduler``) makes that durable.
+"""
+
+from __future__ import annotations
+
+import math
+import time as _time
+from dataclasses import dataclass, field
+
+from . import backfill, preemption
+from .backfill import Reservation
+from .blockers import (CAPACITY, GUARANTEE_ONLY, LENDING, NO_BORROW, NO_NODE, QUEUE_LIMIT, RESERVED,
+                       STRICT_ORDER, USER_LIMIT, WAITING_PREEMPTION, Blocker)
+from .fairshare import FairShare
+from .model import ADMITTED, PREEMPTED, PREEMPTING, PriorityClass, Workload
+from .resources import CPU, GPU, MEMORY, flavor_key
+from .state import ClusterState
+
+# Blockers that preempting someone could lift.
+_PREEMPTION_HELPS = {CAPACITY, QUEUE_LIMIT, USER_LIMIT, GUARANTEE_ONLY, NO_BORROW, LENDING}
+
+
+@dataclass
+class EngineConfig:
+    """How the engine decides. The defaults are ComputeHub's policy; trace
+    replay expresses FIFO and the classic policies as other settings."""
+
+    backfill: str = "reserve"       # "none": strict order; "skip": anything that fits; "reserve": EASY
+    preemption: bool = True
+    order: str = "priority"         # "priority" (rank, fair share, age), "fifo", "sjf"
+    half_life: float = 7 * 86400.0  # seconds; fair-share usage decay
+    reservations: int = 1           # how many blocked workloads hold a backfill reservation
+    release_on_preempt: bool = False  # True: victims stop at once (replay); False: wait for them
+    max_victims_tried: int = 256
+
+
+@dataclass
+class CycleResult:
+    now: float
+    admitted: list[Workload] = field(default_factory=list)
+    preempted: list[tuple[Workload, Workload]] = field(default_factory=list)  # (victim, by)
+    blockers: dict[str, Blocker] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)
+    reservations: list[Reservation] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+class Engine:
+    def __init__(self, state: ClusterState, config: EngineConfig | None = None):
+        self.state = state
+        self.config = config or EngineConfig()
+        self.fairshare = FairShare(self.config.half_life)
+        self._leaving = Leaving()
+        self._nominated: list[Workload] = []
+        self._fail_cache: dict = {}      # placement shape -> Blocker, within one cycle
+        self._preempt_fail: set = set()  # preemption keys that found no victims, within one cycle
+
+    # --- ordering -------------------------------------------------------------
+
+    def order(self) -> list[Workload]:
+        st, cfg = self.state, self.config
+        pending = st.pending.values()
+        if cfg.order == "fifo":
+            return sorted(pending, key=lambda w: w.seq)
+        if cfg.order == "sjf":
+            inf = math.inf
+            return sorted(pending, key=lambda w: (w.time_limit if w.time_limit is not None else inf, w.seq))
+        cap = st.inventory.capacity
+        fs, specs, classes = self.fairshare, st.tree.specs, st.classes
+        shares: dict[str, float] = {}
+
+        def share(key: str, weight: float) -> float:
+            s = shares.get(key)
+            if s is None:
+                s = shares[key] = fs.share(key, cap, weight)
+            return s
+
+        def key(w: Workload):
+            return (-classes[w.priority].rank, share(w.queue, specs[w.queue].weight),
+                    share(w.queue + "/" + w.user, 1.0), w.seq)
+
+        return sorted(pending, key=key)
+
+    # --- one cycle ------------------------------------------------------------
+
+    def cycle(self, now: float) -> CycleResult:
+        t0 = _time.perf_counter()
+        st, cfg = self.state, self.config
+        self.fairshare.advance(now, st.holding.values())
+        order = self.order()
+        res = CycleResult(now=now, order=[w.id for w in order])
+        self._fail_cache = {}
+        self._preempt_fail = set()
+        # Work being preempted is treated as gone for this cycle; whatever lands on
+        # what it still holds is only nominated, and starts once it has stopped.
+        self._leaving = Leaving()
+        for v in [v for v in st.holding.values() if v.state == PREEMPTING]:
+            st.release(v)
+            self._leaving.add(v)
+        self._nominated: list[Workload] = []
+        try:
+            self._admit_in_order(order, now, res)
+        finally:
+            for w in self._nominated:
+                st.release(w)
+                st.requeue(w)
+            for v in self._leaving.workloads:
+                st.restore(v)
+                st.tree.mark_leaving(v.queue, v.total, 1)
+        res.seconds = _time.perf_counter() - t0
+        return res
+
+    def _admit_in_order(self, order: list[Workload], now: float, res: CycleResult) -> None:
+        st, cfg = self.state, self.config
+        reserved: dict = {}
+        shadow: float | None = math.inf
+        strict: Workload | None = None
+        for w in order:
+            if strict is not None:
+                res.blockers[w.id] = Blocker(STRICT_ORDER, other=strict.id)
+                continue
+            cls = st.classes[w.priority]
+            use_reserved = not res.reservations or (
+                w.time_limit is not None and shadow is not None and now + w.time_limit <= shadow)
+            rsv = None if use_reserved else reserved
+            out = self._try(w, now, rsv)
+            if isinstance(out, Blocker) and out.code == CAPACITY and rsv:
+                if isinstance(self._try(w, now, None), list):
+                    holder = res.reservations[0].workload
+                    out = Blocker(RESERVED, queue=holder.queue, other=holder.id)
+            if not isinstance(out, Blocker):
+                self._admit(w, out, now, res)
+                continue
+            if cfg.preemption and out.code in _PREEMPTION_HELPS and self._preempt(w, cls, now, rsv, res):
+                continue
+            res.blockers[w.id] = out
+            if out.code in (CAPACITY, RESERVED):
+                if cfg.backfill == "none":
+                    strict = w
+                elif cfg.backfill == "reserve" and len(res.reservations) < cfg.reservations \
+                        and out.code == CAPACITY:
+                    r = backfill.reserve(st.inventory, list(st.holding.values()), w, now, reserved)
+                    res.reservations.append(r)
+                    backfill.merge(reserved, r.nodes)
+                    shadow = None if (shadow is None or r.shadow is None) else min(shadow, r.shadow)
+
+    def _admit(self, w: Workload, placement, now: float, res: CycleResult) -> None:
+        self.state.allocate(w, placement, now, ADMITTED)
+        waits = self._leaving.relied_on(self.state.inventory, placement)
+        if waits:
+            self._nominated.append(w)
+            res.blockers[w.id] = Blocker(WAITING_PREEMPTION, need=waits)
+        else:
+            res.admitted.append(w)
+
+    # --- admission checks -----------------------------------------------------
+
+    def _try(self, w: Workload, now: float, reserved) -> list | Blocker:
+        """A placement if ``w`` may start now, else the first reason it may not."""
+        st = self.state
+        tree, total = st.tree, w.total
+        hit = tree.over_limit(w.queue, total)
+        if hit:
+            q, k = hit
+            return Blocker(QUEUE_LIMIT, k, q, tree.usage[q].get(k, 0), tree.limit[q][k], total[k])
+        k = tree.over_user_limit(w.queue, w.user, total)
+        if k:
+            lim = tree.specs[w.queue].limit_for_user(w.user)
+            used = tree.user_usage.get((w.queue, w.user), {}).get(k, 0)
+            return Blocker(USER_LIMIT, k, w.queue, used, lim[k], total[k])
+        k = tree.within_guarantee(w.queue, total)
+        if k:
+            cls = st.classes[w.priority]
+            g = tree.guaranteed[w.queue].get(k, 0)
+            used = tree.usage[w.queue].get(k, 0)
+            if not (cls.preemptible and cls.may_borrow):
+                return Blocker(GUARANTEE_ONLY, k, w.queue, used, g, total[k], cls.name)
+            if not tree.specs[w.queue].may_borrow:
+                return Blocker(NO_BORROW, k, w.queue, used, g, total[k])
+        cap = st.inventory.capacity
+        k = tree.lending_blocks(w.queue, total, cap)
+        if k:
+            return Blocker(LENDING, k, w.queue, tree._topsum.get(k, 0), cap.get(k, 0), total[k])
+        shape = (w.gpu_model, w.workers, w.request.get(GPU, 0), w.request.get(CPU, 0),
+                 w.request.get(MEMORY, 0), tuple(sorted(w.node_selector.items())), reserved is None)
+        failed = self._fail_cache.get(shape)
+        if failed is not None:
+            return failed
+        placement = st.inventory.place(w, reserved)
+        if placement is not None:
+            return placement
+        blocker = self._capacity_blocker(w)
+        self._fail_cache[shape] = blocker
+        return blocker
+
+    def _capacity_blocker(self, w: Workload) -> Blocker:
+        inv = self.state.inventory
+        g = w.request.get(GPU, 0)
+        key = flavor_key(w.gpu_model) if w.gpu_model else GPU
+        if g:
+            what = f"{w.workers} × {g} {w.gpu_model or 'any'} GPU" if w.workers > 1 else \
+                f"{g} × {w.gpu_model or 'any'} GPU"
+        else:
+            key = CPU
+            what = f"{w.request.get(CPU, 0) / 1000:g} cores"
+        fits_ever = any(
+            n.spec.schedulable and n.spec.gpus >= g and n.spec.cpu >= w.request.get(CPU, 0)
+            and n.spec.memory >= w.request.get(MEMORY, 0) and (not w.gpu_model or n.spec.gpu_model == w.gpu_model)
+            and n.matches(w.node_selector)
+            for n in inv.nodes.values())
+        code = CAPACITY if fits_ever else NO_NODE
+        cap = inv.capacity.get(key, 0)
+        return Blocker(code, key, "", cap - inv.free.get(key, 0), cap, g * w.workers, what)
+
+    # --- preemption -----------------------------------------------------------
+
+    def _preempt(self, w: Workload, cls: PriorityClass, now: float, reserved, res: CycleResult) -> bool:
+        st = self.state
+        key = (w.queue, cls.rank, w.gpu_model, w.workers, tuple(sorted(w.request.items())))
+        if key in self._preempt_fail:
+            return False
+        cands = preemption.candidates(st, w, cls, now)
+        if not cands:
+            self._preempt_fail.add(key)
+            return False
+        saved_cache = self._fail_cache
+        self._fail_cache = {}   # capacity changes while victims are tried
+
+        def attempt():
+            out = self._try(w, now, reserved)
+            self._fail_cache = {}
+            return out if isinstance(out, list) else None
+
+        placement, victims = preemption.choose(st, w, cands, attempt, self.config.max_victims_tried)
+        if placement is None:
+            self._fail_cache = saved_cache
+            self._preempt_fail.add(key)
+            return False
+        for v in victims:
+            res.preempted.append((v, w))
+            v.preemptions += 1
+            v.metadata["preempted_by"] = w.id
+        for v in victims:
+            if self.config.release_on_preempt:
+                self._requeue_or_end(v)
+            else:
+                v.state = PREEMPTING      # still holds its resources until it has stopped
+                self._leaving.add(v)
+        self._admit(w, placement, now, res)
+        self._preempt_fail.clear()   # capacity moved: earlier failures may now succeed
+        return True
+
+    def _requeue_or_end(self, v: Workload) -> None:
+        """A victim that has stopped: back in line (keeping its age) or ended."""
+        cls = self.state.classes.get(v.priority)
+        if cls is not None and cls.requeue:
+            self.state.requeue(v)
+        else:
+            v.state = PREEMPTED
+
+
+class Leaving:
+    """What preempted work still holds, per node, while the cycle treats it as gone."""
+
+    def __init__(self):
+        self.workloads: list[Workload] = []
+        self.gpus: dict[str, set[int]] = {}
+        self.cpu: dict[str, int] = {}
+        self.memory: dict[str, int] = {}
+
+    def add(self, v: Workload) -> None:
+        self.workloads.append(v)
+        for a in v.placement:
+            self.gpus.setdefault(a.node, set()).update(a.gpus)
+            self.cpu[a.node] = self.cpu.get(a.node, 0) + v.request.get(CPU, 0)
+            self.memory[a.node] = self.memory.get(a.node, 0) + v.request.get(MEMORY, 0)
+
+    def relied_on(self, inv, placement) -> int:
+        """How many leaving workloads ``placement`` (already allocated) must wait for."""
+        if not self.workloads:
+            return 0
+        nodes = set()
+        for a in placement:
+            n = inv.nodes[a.node]
+            if (self.gpus.get(a.node, set()) & set(a.gpus) or n.free_cpu < self.cpu.get(a.node, 0)
+                    or n.free_memory < self.memory.get(a.node, 0)):
+                nodes.add(a.node)
+        return sum(1 for v in self.workloads if any(a.node in nodes for a in v.placement))

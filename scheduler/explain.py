@@ -1,0 +1,94 @@
+"""Where every pending workload explains itself: position, ETA and reason.
+
+Position comes from the engine's order (in its queue and overall). The ETA
+is a forward simulation with the same engine on a copy of the state: running
+work ends at its declared run-time limit, pending work ahead is admitted as
+the engine would (Slurm's ``squeue --start``). Work without a declared limit
+makes the ETA unknown, and the explanation says so plainly.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from .backfill import expected_end
+from .blockers import Blocker
+from .engine import Engine, EngineConfig
+from .model import PENDING, TERMINAL, Workload
+from .state import ClusterState
+
+MAX_STEPS = 500
+
+
+def positions(sched, w: Workload) -> tuple[int, int, int, int]:
+    """(position in queue, queue length, overall position, overall length), 1-based."""
+    order = sched.last.order if sched.last is not None else [x.id for x in sched.engine.order()]
+    pending = sched.state.pending
+    ids = [i for i in order if i in pending]
+    if w.id not in pending:
+        return 0, 0, 0, len(ids)
+    if w.id not in ids:        # submitted after the last cycle: it is last for now
+        ids.append(w.id)
+    overall = ids.index(w.id) + 1
+    same = [i for i in ids if pending[i].queue == w.queue]
+    return same.index(w.id) + 1, len(same), overall, len(ids)
+
+
+def explain(sched, w: Workload, now: float) -> dict:
+    out = {"id": w.id, "state": w.state, "queue": w.queue, "priority": w.priority}
+    if w.state != PENDING:
+        out["reason"] = w.reason or w.state
+        return out
+    qpos, qlen, pos, total = positions(sched, w)
+    blocker: Blocker | None = sched.last.blockers.get(w.id) if sched.last else None
+    out.update(position_in_queue=qpos, queue_length=qlen, position=pos, pending=total)
+    if blocker is None:
+        out["reason"] = "waiting for the next scheduling cycle"
+    else:
+        out["reason"] = blocker.text(w)
+        out["blocker"] = blocker.to_dict()
+    eta, why = estimate_start(sched, w, now)
+    out["eta"] = eta
+    out["eta_seconds"] = None if eta is None else max(0.0, eta - now)
+    out["eta_reason"] = why
+    return out
+
+
+def estimate_start(sched, target: Workload, now: float) -> tuple[float | None, str]:
+    """Simulate forward until ``target`` is admitted: (time, how the estimate was made)."""
+    st = sched.state
+    order = sched.engine.order()
+    ids = [w.id for w in order]
+    if target.id not in ids:
+        return None, "not pending"
+    ahead = order[: ids.index(target.id) + 1]
+    clone = ClusterState(list(st.tree.specs.values()), list(st.classes.values()),
+                         [n.spec for n in st.inventory.nodes.values()])
+    copies: dict[str, Workload] = {}
+    for w in list(st.holding.values()) + ahead:
+        c = copy.copy(w)
+        c.placement = list(w.placement)
+        c.metadata = dict(w.metadata)
+        copies[c.id] = c
+        clone.add(c)
+    cfg = EngineConfig(**{**sched.config.__dict__, "release_on_preempt": True})
+    eng = Engine(clone, cfg)
+    eng.fairshare.load(sched.engine.fairshare.time, sched.engine.fairshare.usage)
+    t = now
+    for _ in range(MAX_STEPS):
+        eng.cycle(t)
+        me = copies[target.id]
+        if me.state != PENDING:
+            return t, ("now" if t == now else "if running work ends at its declared time limit")
+        ends = [(e, v) for v in clone.holding.values() if (e := expected_end(v, t)) is not None]
+        if not ends:
+            unknown = len(clone.holding)
+            return None, (f"unknown: {unknown} running workload(s) ahead declare no run-time limit"
+                          if unknown else "unknown: nothing running frees what it needs")
+        t = min(e for e, _ in ends)
+        for e, v in ends:
+            if e <= t:
+                clone.release(v)
+                v.state = TERMINAL[0]
+                clone.workloads.pop(v.id, None)
+    return None, f"beyond the next {MAX_STEPS} completions"

@@ -1,0 +1,280 @@
+"""The scheduler's nouns: priority classes, queues, nodes, workloads, events.
+
+These are plain data. Validation of user input lives in ``validation``; the
+arithmetic of quotas in ``quota``; placement in ``placement``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .resources import parse_cpu, parse_vector, render
+
+# Workload kinds and the priority class each gets unless it asks for another.
+KINDS = ("notebook", "training", "inference", "batch")
+DEFAULT_CLASS_FOR_KIND = {
+    "notebook": "interactive",
+    "training": "training",
+    "inference": "inference",
+    "batch": "preemptible",
+}
+
+# Workload states.
+PENDING = "pending"          # accepted, waiting for admission
+ADMITTED = "admitted"        # placement assigned, resources held, launcher starting it
+RUNNING = "running"          # the launcher reports it running
+PREEMPTING = "preempting"    # chosen as a victim; holds resources until it has stopped
+FINISHED = "finished"
+FAILED = "failed"
+CANCELLED = "cancelled"
+PREEMPTED = "preempted"      # preempted and not requeued (class says so)
+RECLAIMED = "reclaimed"      # idle, its resources taken back
+HOLDING = (ADMITTED, RUNNING, PREEMPTING)   # states that hold an allocation
+TERMINAL = (FINISHED, FAILED, CANCELLED, PREEMPTED, RECLAIMED)
+
+
+@dataclass(slots=True)
+class PriorityClass:
+    """How important a kind of work is and what it may do.
+
+    ``rank``: higher goes first. ``preemptible``: may be stopped for more
+    important work or to give a queue back its guarantee; work that is not
+    preemptible only runs inside its queue's guaranteed quota.
+    ``may_borrow``: may use idle quota of sibling queues. ``preempt_after``:
+    seconds a workload runs before it may be preempted. ``requeue``: a
+    preempted workload goes back to the queue (with its original age) instead
+    of ending.
+    """
+
+    name: str
+    rank: int
+    preemptible: bool = True
+    may_borrow: bool = True
+    preempt_after: float = 0.0
+    requeue: bool = True
+    description: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "PriorityClass":
+        return cls(**{k: d[k] for k in d if k in cls.__dataclass_fields__})
+
+
+def default_classes() -> list[PriorityClass]:
+    return [
+        PriorityClass("interactive", 400, preemptible=False, may_borrow=False,
+                      requeue=False, description="notebooks: never preempted, inside guarantee"),
+        PriorityClass("inference", 300, preemptible=False, may_borrow=False,
+                      requeue=False, description="services: never preempted, inside guarantee"),
+        PriorityClass("training", 200, preemptible=True, may_borrow=True, preempt_after=600.0,
+                      description="training jobs: may borrow, preemptible after 10 minutes"),
+        PriorityClass("preemptible", 100, preemptible=True, may_borrow=True,
+                      description="batch and backfill: borrows freely, preempted first"),
+    ]
+
+
+@dataclass(slots=True)
+class IdlePolicy:
+    """When an idle notebook is warned and when its resources are taken back (seconds)."""
+
+    warn_after: float | None = None
+    release_after: float | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(slots=True)
+class QueueSpec:
+    """One queue of the tree (organisation → team → optional sub-queue).
+
+    Per-resource ``guaranteed`` is never lent away when the queue needs it;
+    ``limit`` is a hard cap (absent resource = no cap); ``weight`` is the
+    queue's share of spare capacity in fair share; ``may_borrow`` lets it use
+    idle quota of others; ``lending_limit`` caps how much of its idle guarantee
+    others may borrow (absent resource = all of it). ``user_limit`` applies to
+    every user in the queue unless ``user_limits`` names that user.
+    """
+
+    name: str
+    parent: str | None = None
+    guaranteed: dict[str, int] = field(default_factory=dict)
+    limit: dict[str, int] = field(default_factory=dict)
+    weight: float = 1.0
+    may_borrow: bool = True
+    lending_limit: dict[str, int] | None = None
+    user_limit: dict[str, int] = field(default_factory=dict)
+    user_limits: dict[str, dict[str, int]] = field(default_factory=dict)
+    idle: IdlePolicy = field(default_factory=IdlePolicy)
+    description: str = ""
+
+    def limit_for_user(self, user: str) -> dict[str, int]:
+        return self.user_limits.get(user, self.user_limit)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        for k in ("guaranteed", "limit", "lending_limit", "user_limit"):
+            d[k] = render(d[k])
+        d["user_limits"] = {u: render(v) for u, v in self.user_limits.items()}
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "QueueSpec":
+        """From stored (already validated) form."""
+        d = {k: d[k] for k in d if k in cls.__dataclass_fields__}
+        for k in ("guaranteed", "limit", "user_limit"):
+            d[k] = parse_vector(d.get(k))
+        if d.get("lending_limit") is not None:
+            d["lending_limit"] = parse_vector(d["lending_limit"])
+        d["user_limits"] = {u: parse_vector(v) for u, v in (d.get("user_limits") or {}).items()}
+        if isinstance(d.get("idle"), dict):
+            d["idle"] = IdlePolicy(**d["idle"])
+        return cls(**d)
+
+
+@dataclass(slots=True)
+class NodeSpec:
+    """A machine: its GPUs (all of one model), CPU, memory, labels and health.
+
+    A node that is not ``healthy`` or is ``draining`` takes no new work; what
+    runs there keeps running.
+    """
+
+    name: str
+    gpus: int = 0
+    gpu_model: str | None = None
+    cpu: int = 0
+    memory: int = 0
+    labels: dict[str, str] = field(default_factory=dict)
+    healthy: bool = True
+    draining: bool = False
+    gpu_memory: int = 0
+
+    @property
+    def schedulable(self) -> bool:
+        return self.healthy and not self.draining
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["cpu"] = f"{self.cpu}m"
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "NodeSpec":
+        d = {k: d[k] for k in d if k in cls.__dataclass_fields__}
+        d["cpu"] = parse_cpu(d.get("cpu", 0))
+        return cls(**d)
+
+
+@dataclass(slots=True)
+class Assignment:
+    """Where one worker of a workload runs: a node and concrete GPU indices."""
+
+    node: str
+    gpus: tuple[int, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"node": self.node, "gpus": list(self.gpus)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Assignment":
+        return cls(d["node"], tuple(d.get("gpus", ())))
+
+
+@dataclass(slots=True, eq=False)
+class Workload:
+    """Something that needs compute: a notebook, a training job, a service, batch work.
+
+    ``request`` is per worker; ``workers`` > 1 makes a gang that is admitted
+    all-or-nothing. ``time_limit`` (seconds) is the declared run-time limit
+    that backfill and ETAs use; None means unknown.
+    """
+
+    id: str
+    seq: int
+    user: str
+    queue: str
+    kind: str
+    priority: str
+    request: dict[str, int]
+    workers: int = 1
+    gpu_model: str | None = None
+    node_selector: dict[str, str] = field(default_factory=dict)
+    time_limit: float | None = None
+    name: str = ""
+    submitted_at: float = 0.0
+    state: str = PENDING
+    placement: list[Assignment] = field(default_factory=list)
+    admitted_at: float | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    preemptions: int = 0
+    reason: str = ""
+    exit_code: int | None = None
+    idle_warned_at: float | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def total(self) -> dict[str, int]:
+        """The whole request: per-worker request times workers."""
+        if self.workers == 1:
+            return self.request
+        return {k: v * self.workers for k, v in self.request.items()}
+
+    @property
+    def gpus(self) -> int:
+        return self.request.get("gpu", 0) * self.workers
+
+    @property
+    def flavor(self) -> str:
+        """The GPU flavor the ledger books it under ('any' when no model was asked for)."""
+        return self.gpu_model or ("any" if self.request.get("gpu") else "none")
+
+    def to_dict(self) -> dict:
+        d = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        d["request"] = render(self.request)
+        d["node_selector"] = dict(self.node_selector)
+        d["metadata"] = dict(self.metadata)
+        d["placement"] = [a.to_dict() for a in self.placement]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Workload":
+        d = {k: d[k] for k in d if k in cls.__dataclass_fields__}
+        d["request"] = parse_vector(d.get("request"))
+        d["placement"] = [Assignment.from_dict(a) for a in d.get("placement") or []]
+        return cls(**d)
+
+
+@dataclass(slots=True)
+class Event:
+    """One transition of a workload (or an admin/scheduler action), with time and reason."""
+
+    time: float
+    kind: str
+    workload_id: str | None = None
+    reason: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+    id: int | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(slots=True)
+class Allocation:
+    """A ledger interval: a workload held ``gpus`` GPUs of ``flavor`` from start to end."""
+
+    workload_id: str
+    user: str
+    queue: str
+    flavor: str
+    gpus: int
+    start: float
+    end: float | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)

@@ -1,0 +1,104 @@
+"""The live picture the engine decides on: queues, nodes, classes and workloads.
+
+Every change of who holds what goes through ``allocate`` / ``release`` so the
+queue usage, per-user usage and node inventory never disagree.
+"""
+
+from __future__ import annotations
+
+from .inventory import Inventory
+from .model import HOLDING, PENDING, PREEMPTING, NodeSpec, PriorityClass, QueueSpec, Workload
+from .quota import QueueTree
+from .resources import CPU, MEMORY
+
+
+class ClusterState:
+    def __init__(self, queues: list[QueueSpec] = (), classes: list[PriorityClass] = (),
+                 nodes: list[NodeSpec] = ()):
+        self.classes: dict[str, PriorityClass] = {c.name: c for c in classes}
+        self.tree = QueueTree(list(queues))
+        self.inventory = Inventory(list(nodes))
+        self.workloads: dict[str, Workload] = {}
+        self.pending: dict[str, Workload] = {}
+        self.holding: dict[str, Workload] = {}
+
+    # --- workloads -----------------------------------------------------------
+
+    def add(self, w: Workload) -> None:
+        """Track a workload in whatever state it is (used on submit and on load)."""
+        self.workloads[w.id] = w
+        if w.state == PENDING:
+            self.pending[w.id] = w
+        elif w.state in HOLDING:
+            self._charge(w, 1)
+            self.holding[w.id] = w
+            if w.state == PREEMPTING:
+                self.tree.mark_leaving(w.queue, w.total, 1)
+
+    def forget(self, w: Workload) -> None:
+        self.workloads.pop(w.id, None)
+        self.pending.pop(w.id, None)
+
+    def allocate(self, w: Workload, placement, now: float, state: str) -> None:
+        self.pending.pop(w.id, None)
+        w.placement = placement
+        w.state = state
+        w.admitted_at = now
+        self._charge(w, 1)
+        self.holding[w.id] = w
+
+    def release(self, w: Workload) -> None:
+        """Give back what ``w`` holds; its placement stays readable until reassigned."""
+        if self.holding.pop(w.id, None) is not None:
+            self._charge(w, -1)
+            if w.state == PREEMPTING:
+                self.tree.mark_leaving(w.queue, w.total, -1)
+
+    def requeue(self, w: Workload) -> None:
+        w.state = PENDING
+        w.placement = []
+        w.admitted_at = None
+        w.started_at = None
+        self.pending[w.id] = w
+
+    def _charge(self, w: Workload, sign: int) -> None:
+        self.tree.charge(w.queue, w.user, w.total, sign)
+        if sign > 0:
+            self.inventory.allocate(w)
+        else:
+            self.inventory.release(w)
+
+    # --- configuration -------------------------------------------------------
+
+    def rebuild_tree(self, queues: list[QueueSpec]) -> None:
+        tree = QueueTree(queues)
+        for w in self.holding.values():
+            tree.charge(w.queue, w.user, w.total, 1)
+            if w.state == PREEMPTING:
+                tree.mark_leaving(w.queue, w.total, 1)
+        self.tree = tree
+
+    def put_node(self, spec: NodeSpec) -> None:
+        held = []
+        for w in self.holding.values():
+            for a in w.placement:
+                if a.node == spec.name:
+                    held.append((a.gpus, w.request.get(CPU, 0), w.request.get(MEMORY, 0)))
+        self.inventory.update_spec(spec, held)
+
+    def holders_on(self, node: str) -> list[Workload]:
+        return [w for w in self.holding.values() if any(a.node == node for a in w.placement)]
+
+    def preempting(self) -> list[Workload]:
+        return [w for w in self.holding.values() if w.state == PREEMPTING]
+
+    def start_preempting(self, w: Workload) -> None:
+        """``w`` keeps its allocation until it has stopped, but counts as leaving."""
+        w.state = PREEMPTING
+        self.tree.mark_leaving(w.queue, w.total, 1)
+
+    def restore(self, w: Workload) -> None:
+        """Undo ``release`` of a workload that still holds its placement."""
+        if w.id not in self.holding:
+            self._charge(w, 1)
+            self.holding[w.id] = w

@@ -1,0 +1,185 @@
+"""What the scheduler needs from durable state, and an in-memory store.
+
+The scheduler writes through a ``Store`` inside ``transaction()`` blocks: the
+decisions of one cycle, one submission, one admin change each land atomically
+or not at all. On start it rebuilds itself from ``load()``.
+
+``MemoryStore`` keeps everything in lists; trace replay and unit tests use it.
+``SqlStore`` (``store.sql``) is the durable one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+
+from ..model import TERMINAL, Allocation, Event, NodeSpec, PriorityClass, QueueSpec, Workload
+
+
+@dataclass
+class Snapshot:
+    """Everything needed to rebuild the scheduler after a restart."""
+
+    queues: list[QueueSpec] = field(default_factory=list)
+    classes: list[PriorityClass] = field(default_factory=list)
+    nodes: list[NodeSpec] = field(default_factory=list)
+    workloads: list[Workload] = field(default_factory=list)   # not yet terminal
+    fairshare_time: float | None = None
+    fairshare: dict[str, dict[str, float]] = field(default_factory=dict)
+    next_seq: int = 1
+
+
+class Store:
+    """Interface of durable state. Every write happens inside ``transaction()``."""
+
+    def transaction(self):
+        raise NotImplementedError
+
+    def load(self) -> Snapshot:
+        raise NotImplementedError
+
+    def put_queue(self, spec: QueueSpec) -> None:
+        raise NotImplementedError
+
+    def delete_queue(self, name: str) -> None:
+        raise NotImplementedError
+
+    def put_class(self, pc: PriorityClass) -> None:
+        raise NotImplementedError
+
+    def delete_class(self, name: str) -> None:
+        raise NotImplementedError
+
+    def put_node(self, spec: NodeSpec) -> None:
+        raise NotImplementedError
+
+    def delete_node(self, name: str) -> None:
+        raise NotImplementedError
+
+    def put_workload(self, w: Workload) -> None:
+        """Insert or update a workload, keeping its GPU assignments in step
+        (a durable store refuses a GPU held by two workloads)."""
+        raise NotImplementedError
+
+    def add_event(self, event: Event) -> None:
+        raise NotImplementedError
+
+    def open_allocation(self, a: Allocation) -> None:
+        raise NotImplementedError
+
+    def close_allocation(self, workload_id: str, end: float) -> None:
+        raise NotImplementedError
+
+    def put_fairshare(self, time: float, usage: dict[str, dict[str, float]]) -> None:
+        raise NotImplementedError
+
+    def get_workload(self, workload_id: str) -> Workload | None:
+        raise NotImplementedError
+
+    def get_workloads(self, *, user: str | None = None, queue: str | None = None,
+                      states: tuple[str, ...] | None = None, limit: int | None = None) -> list[Workload]:
+        raise NotImplementedError
+
+    def get_events(self, *, workload_id: str | None = None, since: float | None = None,
+                   until: float | None = None, kinds: tuple[str, ...] | None = None,
+                   limit: int | None = None) -> list[Event]:
+        raise NotImplementedError
+
+    def get_allocations(self, start: float | None = None, end: float | None = None) -> list[Allocation]:
+        """Ledger intervals that overlap [start, end)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class MemoryStore(Store):
+    """State in process memory: for trace replay, ETAs and unit tests.
+
+    ``keep_events=False`` drops events (a replay of 15k jobs does not need them).
+    """
+
+    def __init__(self, keep_events: bool = True):
+        self.keep_events = keep_events
+        self.queues: dict[str, QueueSpec] = {}
+        self.classes: dict[str, PriorityClass] = {}
+        self.nodes: dict[str, NodeSpec] = {}
+        self.workloads: dict[str, Workload] = {}
+        self.events: list[Event] = []
+        self.allocations: list[Allocation] = []
+        self._open: dict[str, Allocation] = {}
+        self.fairshare_time: float | None = None
+        self.fairshare: dict[str, dict[str, float]] = {}
+
+    @contextlib.contextmanager
+    def transaction(self):
+        yield self
+
+    def load(self) -> Snapshot:
+        live = [Workload.from_dict(w.to_dict()) for w in self.workloads.values()
+                if w.state not in TERMINAL]
+        return Snapshot(
+            queues=list(self.queues.values()), classes=list(self.classes.values()),
+            nodes=list(self.nodes.values()), workloads=live,
+            fairshare_time=self.fairshare_time, fairshare=dict(self.fairshare),
+            next_seq=max((w.seq for w in self.workloads.values()), default=0) + 1)
+
+    def put_queue(self, spec):
+        self.queues[spec.name] = spec
+
+    def delete_queue(self, name):
+        self.queues.pop(name, None)
+
+    def put_class(self, pc):
+        self.classes[pc.name] = pc
+
+    def delete_class(self, name):
+        self.classes.pop(name, None)
+
+    def put_node(self, spec):
+        self.nodes[spec.name] = spec
+
+    def delete_node(self, name):
+        self.nodes.pop(name, None)
+
+    def put_workload(self, w):
+        self.workloads[w.id] = w
+
+    def add_event(self, event):
+        if self.keep_events:
+            event.id = len(self.events) + 1
+            self.events.append(event)
+
+    def open_allocation(self, a):
+        self._open[a.workload_id] = a
+        self.allocations.append(a)
+
+    def close_allocation(self, workload_id, end):
+        a = self._open.pop(workload_id, None)
+        if a is not None:
+            a.end = end
+
+    def put_fairshare(self, time, usage):
+        self.fairshare_time = time
+        self.fairshare = {k: dict(v) for k, v in usage.items()}
+
+    def get_workload(self, workload_id):
+        return self.workloads.get(workload_id)
+
+    def get_workloads(self, *, user=None, queue=None, states=None, limit=None):
+        out = [w for w in self.workloads.values()
+               if (user is None or w.user == user) and (queue is None or w.queue == queue)
+               and (states is None or w.state in states)]
+        out.sort(key=lambda w: w.seq)
+        return out[:limit] if limit else out
+
+    def get_events(self, *, workload_id=None, since=None, until=None, kinds=None, limit=None):
+        out = [e for e in self.events
+               if (workload_id is None or e.workload_id == workload_id)
+               and (since is None or e.time >= since) and (until is None or e.time < until)
+               and (kinds is None or e.kind in kinds)]
+        return out[:limit] if limit else out
+
+    def get_allocations(self, start=None, end=None):
+        return [a for a in self.allocations
+                if (end is None or a.start < end) and (start is None or a.end is None or a.end > start)]

@@ -1,0 +1,303 @@
+"""The durable store: SQLite (WAL, the embedded default) or PostgreSQL via SQLAlchemy 2.
+
+``SqlStore(url)`` opens the database and brings its schema to the newest
+Alembic revision. It behaves like ``MemoryStore`` for every method of ``Store``;
+the differences are what durability adds:
+
+- every write must happen inside ``transaction()`` (one database transaction:
+  commit on normal exit, rollback on an exception; nested calls join the outer
+  one); a write outside one raises ``RuntimeError``;
+- ``put_workload`` keeps ``gpu_assignments`` in step with the placement of a
+  workload that holds resources, and the table's primary key (node, gpu index)
+  refuses a GPU held by two workloads: the ``IntegrityError`` propagates and
+  the transaction rolls back;
+- ``load()`` lists queues, priority classes and nodes ordered by name;
+  objects returned are fresh copies, never shared with the store.
+
+SQLite runs with ``journal_mode=WAL``, ``synchronous=FULL`` (an acknowledged
+commit survives a kill -9 or a power cut), foreign keys on and a busy timeout;
+write transactions start with ``BEGIN IMMEDIATE`` so concurrent writers queue
+instead of failing on a lock upgrade.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+import threading
+
+from sqlalchemy import Connection, create_engine, delete, event, func, insert, select, update
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import StaticPool
+
+from ..model import HOLDING, TERMINAL, Allocation, Event, NodeSpec, PriorityClass, QueueSpec, Workload
+from . import tables as T
+from .base import Snapshot, Store
+
+BUSY_TIMEOUT_MS = 30_000
+_WRITE = "computehub_write"          # execution option marking a write transaction
+_MIGRATION_LOCK = 0x636F6D70         # PostgreSQL advisory lock id ("comp") for migrations
+
+
+def migrations_dir() -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "migrations")
+
+
+def alembic_config(connection: Connection | None = None):
+    """An Alembic ``Config`` built in code (no ini file), bound to ``connection``."""
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", migrations_dir())
+    if connection is not None:
+        cfg.attributes["connection"] = connection
+    return cfg
+
+
+def _sqlite_setup(engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_conn, _record):
+        dbapi_conn.isolation_level = None    # we issue BEGIN ourselves (pysqlite's is broken)
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=FULL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn):
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(_WRITE) else "BEGIN")
+
+
+class SqlStore(Store):
+    """``Store`` on a SQL database; see the module docstring for the guarantees."""
+
+    def __init__(self, url: str, *, migrate: bool = True, echo: bool = False):
+        u = make_url(url)
+        self.url = u
+        self.dialect = u.get_backend_name()
+        kw: dict = {"echo": echo, "future": True}
+        self._memory = False
+        if self.dialect == "sqlite":
+            self._memory = u.database in (None, "", ":memory:") or u.query.get("mode") == "memory"
+            kw["connect_args"] = {"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000}
+            if self._memory:
+                kw["poolclass"] = StaticPool     # one shared connection: one database
+        else:
+            kw["pool_pre_ping"] = True
+        self.engine = create_engine(u, **kw)
+        if self.dialect == "sqlite":
+            _sqlite_setup(self.engine)
+        self._lock = threading.RLock()       # one write transaction at a time in this process
+        self._conn: contextvars.ContextVar[Connection | None] = contextvars.ContextVar(
+            f"computehub_store_{id(self)}", default=None)
+        self._upserts: dict[str, object] = {}
+        if migrate:
+            self.migrate()
+
+    # -- transactions -------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _begin(self):
+        with self._lock, self.engine.connect() as conn:
+            conn.execution_options(**{_WRITE: True})
+            with conn.begin():
+                yield conn
+
+    def migrate(self) -> None:
+        """Bring the schema to the newest revision (``alembic upgrade head``)."""
+        from alembic import command
+
+        with self._begin() as conn:
+            if self.dialect == "postgresql":    # two processes starting at once migrate in turn
+                conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})")
+            command.upgrade(alembic_config(conn), "head")
+
+    @contextlib.contextmanager
+    def transaction(self):
+        if self._conn.get() is not None:     # nested: join the outer transaction
+            yield self
+            return
+        with self._begin() as conn:
+            token = self._conn.set(conn)
+            try:
+                yield self
+            finally:
+                self._conn.reset(token)
+
+    def _w(self) -> Connection:
+        conn = self._conn.get()
+        if conn is None:
+            raise RuntimeError("SqlStore: writes must happen inside `with store.transaction():`")
+        return conn
+
+    @contextlib.contextmanager
+    def _r(self, consistent: bool = False):
+        """A connection for reading: the current transaction's, or a short read-only one."""
+        conn = self._conn.get()
+        if conn is not None:
+            yield conn
+            return
+        with self._lock if self._memory else contextlib.nullcontext(), self.engine.connect() as c:
+            if consistent and self.dialect == "postgresql":
+                c.execution_options(isolation_level="REPEATABLE READ")
+            try:
+                yield c
+            finally:
+                c.rollback()
+
+    def _upsert(self, table, keys: tuple[str, ...]):
+        stmt = self._upserts.get(table.name)
+        if stmt is None:
+            if self.dialect == "postgresql":
+                from sqlalchemy.dialects.postgresql import insert as dialect_insert
+            else:
+                from sqlalchemy.dialects.sqlite import insert as dialect_insert
+            ins = dialect_insert(table)
+            stmt = ins.on_conflict_do_update(
+                index_elements=list(keys),
+                set_={c.name: ins.excluded[c.name] for c in table.c if c.name not in keys})
+            self._upserts[table.name] = stmt
+        return stmt
+
+    # -- writes -------------------------------------------------------------------------
+
+    def _put_spec(self, table, name: str, spec: dict) -> None:
+        self._w().execute(self._upsert(table, ("name",)), {"name": name, "spec": spec})
+
+    def _delete_spec(self, table, name: str) -> None:
+        self._w().execute(delete(table).where(table.c.name == name))
+
+    def put_queue(self, spec: QueueSpec) -> None:
+        self._put_spec(T.queues, spec.name, spec.to_dict())
+
+    def delete_queue(self, name: str) -> None:
+        self._delete_spec(T.queues, name)
+
+    def put_class(self, pc: PriorityClass) -> None:
+        self._put_spec(T.priority_classes, pc.name, pc.to_dict())
+
+    def delete_class(self, name: str) -> None:
+        self._delete_spec(T.priority_classes, name)
+
+    def put_node(self, spec: NodeSpec) -> None:
+        self._put_spec(T.nodes, spec.name, spec.to_dict())
+
+    def delete_node(self, name: str) -> None:
+        self._delete_spec(T.nodes, name)
+
+    def put_workload(self, w: Workload) -> None:
+        conn = self._w()
+        conn.execute(self._upsert(T.workloads, ("id",)), {
+            "id": w.id, "seq": w.seq, "user": w.user, "queue": w.queue, "kind": w.kind,
+            "priority": w.priority, "state": w.state, "submitted_at": w.submitted_at,
+            "data": w.to_dict()})
+        ga = T.gpu_assignments
+        conn.execute(delete(ga).where(ga.c.workload_id == w.id))
+        if w.state in HOLDING:
+            rows = [{"node": a.node, "gpu_index": i, "workload_id": w.id}
+                    for a in w.placement for i in a.gpus]
+            if rows:
+                conn.execute(insert(ga), rows)    # a GPU already held raises IntegrityError
+
+    def add_event(self, event: Event) -> None:   # noqa: F811 (the interface's name)
+        res = self._w().execute(insert(T.events), {
+            "time": event.time, "kind": event.kind, "workload_id": event.workload_id,
+            "reason": event.reason, "data": event.data})
+        event.id = res.inserted_primary_key[0]
+
+    def open_allocation(self, a: Allocation) -> None:
+        self._w().execute(insert(T.allocations), a.to_dict())
+
+    def close_allocation(self, workload_id: str, end: float) -> None:
+        # Like MemoryStore: only the workload's latest allocation, and only if still open.
+        al = T.allocations
+        latest = select(func.max(al.c.id)).where(al.c.workload_id == workload_id).scalar_subquery()
+        self._w().execute(update(al).where(al.c.id == latest, al.c.end.is_(None)).values(end=end))
+
+    def put_fairshare(self, time: float, usage: dict[str, dict[str, float]]) -> None:
+        self._w().execute(self._upsert(T.fairshare, ("id",)), {
+            "id": 1, "time": time, "usage": {k: dict(v) for k, v in usage.items()}})
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._w().execute(self._upsert(T.meta, ("key",)), {"key": key, "value": value})
+
+    # -- reads --------------------------------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        with self._r() as conn:
+            return conn.execute(select(T.meta.c.value).where(T.meta.c.key == key)).scalar()
+
+    def load(self) -> Snapshot:
+        wl = T.workloads
+        with self._r(consistent=True) as conn:
+            def specs(table):
+                return [r[0] for r in conn.execute(select(table.c.spec).order_by(table.c.name))]
+
+            queues = [QueueSpec.from_dict(d) for d in specs(T.queues)]
+            classes = [PriorityClass.from_dict(d) for d in specs(T.priority_classes)]
+            nodes = [NodeSpec.from_dict(d) for d in specs(T.nodes)]
+            live = [Workload.from_dict(r[0]) for r in conn.execute(
+                select(wl.c.data).where(wl.c.state.not_in(TERMINAL)).order_by(wl.c.seq))]
+            max_seq = conn.execute(select(func.max(wl.c.seq))).scalar()
+            fs = conn.execute(select(T.fairshare.c.time, T.fairshare.c.usage)
+                              .where(T.fairshare.c.id == 1)).first()
+        return Snapshot(
+            queues=queues, classes=classes, nodes=nodes, workloads=live,
+            fairshare_time=fs[0] if fs else None, fairshare=dict(fs[1]) if fs else {},
+            next_seq=(max_seq or 0) + 1)
+
+    def get_workload(self, workload_id: str) -> Workload | None:
+        with self._r() as conn:
+            d = conn.execute(select(T.workloads.c.data).where(T.workloads.c.id == workload_id)).scalar()
+        return Workload.from_dict(d) if d is not None else None
+
+    def get_workloads(self, *, user=None, queue=None, states=None, limit=None) -> list[Workload]:
+        wl = T.workloads
+        q = select(wl.c.data).order_by(wl.c.seq)
+        if user is not None:
+            q = q.where(wl.c.user == user)
+        if queue is not None:
+            q = q.where(wl.c.queue == queue)
+        if states is not None:
+            q = q.where(wl.c.state.in_(tuple(states)))
+        if limit:
+            q = q.limit(limit)
+        with self._r() as conn:
+            return [Workload.from_dict(r[0]) for r in conn.execute(q)]
+
+    def get_events(self, *, workload_id=None, since=None, until=None, kinds=None,
+                   limit=None) -> list[Event]:
+        ev = T.events
+        q = select(ev.c.id, ev.c.time, ev.c.kind, ev.c.workload_id, ev.c.reason, ev.c.data
+                   ).order_by(ev.c.id)
+        if workload_id is not None:
+            q = q.where(ev.c.workload_id == workload_id)
+        if since is not None:
+            q = q.where(ev.c.time >= since)
+        if until is not None:
+            q = q.where(ev.c.time < until)
+        if kinds is not None:
+            q = q.where(ev.c.kind.in_(tuple(kinds)))
+        if limit:
+            q = q.limit(limit)
+        with self._r() as conn:
+            return [Event(time=r.time, kind=r.kind, workload_id=r.workload_id, reason=r.reason,
+                          data=r.data, id=r.id) for r in conn.execute(q)]
+
+    def get_allocations(self, start=None, end=None) -> list[Allocation]:
+        """Ledger intervals that overlap [start, end), in the order they were opened."""
+        al = T.allocations
+        q = select(al.c.workload_id, al.c.user, al.c.queue, al.c.flavor, al.c.gpus,
+                   al.c.start, al.c.end).order_by(al.c.id)
+        if end is not None:
+            q = q.where(al.c.start < end)
+        if start is not None:
+            q = q.where(al.c.end.is_(None) | (al.c.end > start))
+        with self._r() as conn:
+            return [Allocation(*r) for r in conn.execute(q)]
+
+    def close(self) -> None:
+        self.engine.dispose()

@@ -1,0 +1,272 @@
+"""Checks at the edge: every spec is refused with a clear message before it touches state."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from .errors import NotFound, ValidationError
+from .model import DEFAULT_CLASS_FOR_KIND, KINDS, IdlePolicy, NodeSpec, PriorityClass, QueueSpec
+from .resources import (GPU, flavor_key, fmt_amount, is_flavor, label, parse_count, parse_cpu,
+                        parse_memory, parse_vector)
+
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,62}$")
+MAX_WORKERS = 1024
+MAX_TIME_LIMIT = 366 * 86400.0
+MAX_RANK = 1_000_000
+
+
+def check_name(what: str, value) -> str:
+    if not isinstance(value, str) or not NAME.match(value):
+        raise ValidationError(
+            f"{what} must be 1-63 letters, digits, '.', '_', '-' or '@', starting with a letter or digit; got {value!r}")
+    return value
+
+
+def _number(what: str, value, *, low: float, high: float, allow_none=False):
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise ValidationError(f"{what} must be a number, not {value!r}")
+    if not low <= value <= high:
+        raise ValidationError(f"{what} must be between {low:g} and {high:g}; got {value!r}")
+    return value
+
+
+def _labels(what: str, value) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise ValidationError(f"{what} must map label names to label values (strings); got {value!r}")
+    return dict(value)
+
+
+def _check_time(what: str, value) -> float | None:
+    return _number(what, value, low=0.0, high=MAX_TIME_LIMIT, allow_none=True)
+
+
+# --- priority classes --------------------------------------------------------
+
+def priority_class(d: dict | PriorityClass) -> PriorityClass:
+    if isinstance(d, PriorityClass):
+        d = d.to_dict()
+    if not isinstance(d, dict):
+        raise ValidationError("a priority class must be a mapping")
+    unknown = set(d) - set(PriorityClass.__dataclass_fields__)
+    if unknown:
+        raise ValidationError(f"unknown priority class field(s): {', '.join(sorted(unknown))}")
+    pc = PriorityClass(
+        name=check_name("priority class name", d.get("name")),
+        rank=int(_number("rank", d.get("rank", 0), low=-MAX_RANK, high=MAX_RANK)),
+        preemptible=bool(d.get("preemptible", True)),
+        may_borrow=bool(d.get("may_borrow", True)),
+        preempt_after=float(_number("preempt_after", d.get("preempt_after", 0.0), low=0, high=MAX_TIME_LIMIT)),
+        requeue=bool(d.get("requeue", True)),
+        description=str(d.get("description", "")),
+    )
+    if not pc.preemptible and pc.may_borrow:
+        raise ValidationError(
+            f"priority class {pc.name!r}: work that may not be preempted runs only inside guaranteed "
+            "quota, so it cannot borrow; set may_borrow to false or preemptible to true")
+    return pc
+
+
+# --- queues -------------------------------------------------------------------
+
+def queue(d: dict | QueueSpec) -> QueueSpec:
+    if isinstance(d, QueueSpec):
+        d = d.to_dict()
+    if not isinstance(d, dict):
+        raise ValidationError("a queue must be a mapping")
+    unknown = set(d) - set(QueueSpec.__dataclass_fields__)
+    if unknown:
+        raise ValidationError(f"unknown queue field(s): {', '.join(sorted(unknown))}")
+    name = check_name("queue name", d.get("name"))
+    parent = d.get("parent")
+    if parent is not None:
+        check_name("parent queue", parent)
+        if parent == name:
+            raise ValidationError(f"queue {name!r} cannot be its own parent")
+    guaranteed = parse_vector(d.get("guaranteed"), "guaranteed")
+    limit = parse_vector(d.get("limit"), "limit")
+    for k, g in guaranteed.items():
+        if k in limit and limit[k] < g:
+            raise ValidationError(
+                f"queue {name!r}: limit for {label(k)} ({fmt_amount(k, limit[k])}) is below its "
+                f"guarantee ({fmt_amount(k, g)}); raise the limit or lower the guarantee")
+    lending = d.get("lending_limit")
+    lending = None if lending is None else parse_vector(lending, "lending_limit")
+    user_limit = parse_vector(d.get("user_limit"), "user_limit")
+    user_limits_in = d.get("user_limits") or {}
+    if not isinstance(user_limits_in, dict):
+        raise ValidationError("user_limits must map user names to resource limits")
+    user_limits = {check_name("user name", u): parse_vector(v, f"user_limits[{u}]")
+                   for u, v in user_limits_in.items()}
+    idle = d.get("idle") or {}
+    if isinstance(idle, IdlePolicy):
+        idle = idle.to_dict()
+    if not isinstance(idle, dict) or set(idle) - {"warn_after", "release_after"}:
+        raise ValidationError("idle must be a mapping with warn_after and/or release_after (seconds)")
+    policy = IdlePolicy(_check_time("idle.warn_after", idle.get("warn_after")),
+                        _check_time("idle.release_after", idle.get("release_after")))
+    if policy.warn_after is not None and policy.release_after is not None \
+            and policy.warn_after > policy.release_after:
+        raise ValidationError("idle.warn_after must not be later than idle.release_after")
+    return QueueSpec(
+        name=name, parent=parent, guaranteed=guaranteed, limit=limit,
+        weight=float(_number("weight", d.get("weight", 1.0), low=1e-6, high=1e6)),
+        may_borrow=bool(d.get("may_borrow", True)), lending_limit=lending,
+        user_limit=user_limit, user_limits=user_limits, idle=policy,
+        description=str(d.get("description", "")))
+
+
+def queue_tree(specs: list[QueueSpec]) -> None:
+    """Whole-tree rules: parents exist, no cycles, children's guarantees fit the parent's."""
+    by_name = {s.name: s for s in specs}
+    for s in specs:
+        if s.parent is not None and s.parent not in by_name:
+            raise ValidationError(f"queue {s.name!r} names unknown parent {s.parent!r}")
+        seen, cur = set(), s.name
+        while cur is not None:
+            if cur in seen:
+                raise ValidationError(f"queue {s.name!r} is part of a cycle of parents")
+            seen.add(cur)
+            cur = by_name[cur].parent
+    for p in specs:
+        kids = [s for s in specs if s.parent == p.name]
+        for k, g in p.guaranteed.items():
+            total = sum(c.guaranteed.get(k, 0) for c in kids)
+            if total > g:
+                raise ValidationError(
+                    f"sub-queues of {p.name!r} are guaranteed {fmt_amount(k, total)} {label(k)} in total, "
+                    f"more than {p.name!r} itself ({fmt_amount(k, g)})")
+
+
+# --- nodes --------------------------------------------------------------------
+
+def node(d: dict | NodeSpec) -> NodeSpec:
+    if isinstance(d, NodeSpec):
+        d = d.to_dict()
+    if not isinstance(d, dict):
+        raise ValidationError("a node must be a mapping")
+    unknown = set(d) - set(NodeSpec.__dataclass_fields__)
+    if unknown:
+        raise ValidationError(f"unknown node field(s): {', '.join(sorted(unknown))}")
+    gpus = parse_count("gpus", d.get("gpus", 0))
+    if gpus > 64:
+        raise ValidationError(f"a node with {gpus} GPUs is not plausible (at most 64)")
+    model = d.get("gpu_model")
+    if model is not None:
+        parse_vector({flavor_key(model): 0} if isinstance(model, str) else {model: 0}, "gpu_model")
+    return NodeSpec(
+        name=check_name("node name", d.get("name")), gpus=gpus, gpu_model=model,
+        cpu=parse_cpu(d.get("cpu", 0)), memory=parse_memory(d.get("memory", 0)),
+        labels=_labels("labels", d.get("labels")), healthy=bool(d.get("healthy", True)),
+        draining=bool(d.get("draining", False)), gpu_memory=parse_memory(d.get("gpu_memory", 0)))
+
+
+# --- workloads ----------------------------------------------------------------
+
+def workload_fields(d: dict, state) -> dict:
+    """Validated fields of a submission. ``state`` supplies queues, classes and nodes."""
+    if not isinstance(d, dict):
+        raise ValidationError("a workload must be a mapping")
+    allowed = {"user", "queue", "kind", "priority", "resources", "workers", "gpu_model",
+               "node_selector", "time_limit", "name", "metadata"}
+    unknown = set(d) - allowed
+    if unknown:
+        raise ValidationError(f"unknown workload field(s): {', '.join(sorted(unknown))}")
+    user = check_name("user", d.get("user"))
+    kind = d.get("kind", "batch")
+    if kind not in KINDS:
+        raise ValidationError(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
+    qname = d.get("queue")
+    if not isinstance(qname, str):
+        raise ValidationError("queue is required (the name of a queue you may submit to)")
+    qspec = state.tree.require_leaf(qname)
+    prio = d.get("priority") or DEFAULT_CLASS_FOR_KIND[kind]
+    if prio not in state.classes:
+        raise NotFound(f"unknown priority class {prio!r} (known: {', '.join(sorted(state.classes))})")
+    request = parse_vector(d.get("resources"), "resources")
+    model = d.get("gpu_model")
+    flavors = [k for k in request if is_flavor(k)]
+    if len(flavors) > 1:
+        raise ValidationError("ask for one GPU model per workload")
+    if flavors:
+        fm = flavors[0][4:]
+        if model is not None and model != fm:
+            raise ValidationError(f"gpu_model {model!r} contradicts resource {flavors[0]!r}")
+        model = fm
+        request[GPU] = max(request.get(GPU, 0), request[flavors[0]])
+    if model is not None:
+        if not isinstance(model, str):
+            raise ValidationError("gpu_model must be a GPU model name like 'a100'")
+        parse_vector({flavor_key(model): 0}, "gpu_model")
+        if not request.get(GPU):
+            raise ValidationError(f"gpu_model {model!r} given but no GPUs requested")
+        request[flavor_key(model)] = request[GPU]
+    workers = d.get("workers", 1)
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
+        raise ValidationError(f"workers must be a whole number from 1 to {MAX_WORKERS}; got {workers!r}")
+    time_limit = d.get("time_limit")
+    if time_limit is not None:
+        time_limit = float(_number("time_limit (seconds)", time_limit, low=1e-3, high=MAX_TIME_LIMIT))
+    selector = _labels("node_selector", d.get("node_selector"))
+    name = d.get("name") or ""
+    if not isinstance(name, str) or len(name) > 128:
+        raise ValidationError("name must be text of at most 128 characters")
+    metadata = d.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise ValidationError("metadata must be a mapping")
+    fields = dict(user=user, queue=qname, kind=kind, priority=prio, request=request, workers=workers,
+                  gpu_model=model, node_selector=selector, time_limit=time_limit, name=name,
+                  metadata=dict(metadata))
+    _check_feasible(fields, qspec, state)
+    return fields
+
+
+def _check_feasible(f: dict, qspec: QueueSpec, state) -> None:
+    """Refuse work that could never run: bigger than the cluster, a node, or its quota."""
+    req, workers = f["request"], f["workers"]
+    total = {k: v * workers for k, v in req.items()}
+    tree = state.tree
+    for q in tree.chain[qspec.name]:
+        for k, v in total.items():
+            lim = tree.limit[q].get(k)
+            if lim is not None and v > lim:
+                raise ValidationError(
+                    f"this asks for {fmt_amount(k, v)} {label(k)} but queue {q!r} is limited to "
+                    f"{fmt_amount(k, lim)}; ask for less or use another queue")
+    ulim = qspec.limit_for_user(f["user"])
+    for k, v in total.items():
+        if k in ulim and v > ulim[k]:
+            raise ValidationError(
+                f"this asks for {fmt_amount(k, v)} {label(k)} but your limit in queue {qspec.name!r} "
+                f"is {fmt_amount(k, ulim[k])}")
+    cls = state.classes[f["priority"]]
+    if not cls.preemptible:
+        g = tree.guaranteed[qspec.name]
+        for k, v in total.items():
+            if k in tree.governed[qspec.name] and v > g.get(k, 0):
+                raise ValidationError(
+                    f"priority class {cls.name!r} runs only inside guaranteed quota, and queue "
+                    f"{qspec.name!r} is guaranteed {fmt_amount(k, g.get(k, 0))} {label(k)}; this asks "
+                    f"for {fmt_amount(k, v)}")
+    nodes = [n.spec for n in state.inventory.nodes.values()]
+    g = req.get(GPU, 0)
+    model = f["gpu_model"]
+    if g or req.get("cpu") or req.get("memory"):
+        fitting = [n for n in nodes
+                   if n.gpus >= g and n.cpu >= req.get("cpu", 0) and n.memory >= req.get("memory", 0)
+                   and (model is None or n.gpu_model == model)
+                   and all(n.labels.get(k) == v for k, v in f["node_selector"].items())]
+        if not fitting:
+            what = f"{g} {model or ''} GPU(s)".replace("  ", " ") if g else "these CPU/memory resources"
+            raise ValidationError(f"no node in the cluster can hold one worker with {what}"
+                                  + (f" and node selector {f['node_selector']}" if f["node_selector"] else ""))
+        if g:
+            avail = sum(n.gpus for n in nodes if model is None or n.gpu_model == model)
+            if g * workers > avail:
+                raise ValidationError(
+                    f"gang of {workers} × {g} GPUs is larger than the cluster ({avail} "
+                    f"{model + ' ' if model else ''}GPUs in all)")

@@ -1,0 +1,58 @@
+"""Shared fixtures: a real PostgreSQL server and store URLs for both databases.
+
+``store_url`` runs a test once on SQLite (a file in ``tmp_path``) and once on
+PostgreSQL (a fresh database on the session's server). Tests that use the
+PostgreSQL fixtures are marked ``postgres`` automatically.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from pg import MISSING, PgServer, find_bindir  # noqa: E402
+
+PG_FIXTURES = {"pg_url", "pg_server", "pg_db_url"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if PG_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.postgres)
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    bindir = find_bindir()
+    if bindir is None:
+        pytest.fail(MISSING, pytrace=False)
+    server = PgServer(bindir)
+    try:
+        server.start()
+    except Exception as e:
+        server.stop()
+        pytest.fail(f"could not start PostgreSQL: {e}", pytrace=False)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_url(pg_server) -> str:
+    """URL of the session's PostgreSQL server (its ``postgres`` database)."""
+    return pg_server.url
+
+
+@pytest.fixture
+def pg_db_url(pg_server) -> str:
+    """URL of a fresh, empty database on the session's PostgreSQL server."""
+    return pg_server.create_database()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store_url(request, tmp_path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'store.sqlite'}"
+    return request.getfixturevalue("pg_db_url")

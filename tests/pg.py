@@ -1,0 +1,108 @@
+"""A real, throw-away PostgreSQL server for tests.
+
+``PgServer`` runs ``initdb`` into a fresh directory, starts ``postgres`` on
+127.0.0.1 with a free port (its unix socket in the same directory) and stops it
+with ``pg_ctl stop -m immediate``. As root the server runs as the ``postgres``
+user (``runuser``), which owns the directory. The binaries are found with a
+glob over ``/usr/lib/postgresql/*/bin`` (newest version first) or on ``PATH``.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import uuid
+
+MISSING = ("PostgreSQL server binaries (initdb, pg_ctl) not found under "
+           "/usr/lib/postgresql/*/bin or on PATH; `make test` installs them "
+           "(apt-get install postgresql).")
+
+
+def find_bindir() -> str | None:
+    def version(path: str) -> tuple:
+        v = os.path.basename(os.path.dirname(path))
+        return tuple(int(p) for p in v.split(".") if p.isdigit())
+
+    dirs = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=version, reverse=True)
+    for d in dirs:
+        if os.path.exists(os.path.join(d, "initdb")) and os.path.exists(os.path.join(d, "pg_ctl")):
+            return d
+    initdb = shutil.which("initdb")
+    if initdb and shutil.which("pg_ctl"):
+        return os.path.dirname(initdb)
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class PgServer:
+    def __init__(self, bindir: str):
+        self.bindir = bindir
+        self.as_root = os.geteuid() == 0
+        self.base = tempfile.mkdtemp(prefix="computehub-pg-")
+        self.data = os.path.join(self.base, "data")
+        self.port: int | None = None
+        if self.as_root:
+            # Outside pytest's basetemp, whose 0700 parents the postgres user cannot traverse.
+            shutil.chown(self.base, "postgres", "postgres")
+
+    def _run(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        cmd = [os.path.join(self.bindir, args[0]), *args[1:]]
+        if self.as_root:
+            cmd = ["runuser", "-u", "postgres", "--", *cmd]
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        if res.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}")
+        return res
+
+    def start(self) -> None:
+        self._run("initdb", "-D", self.data, "-U", "postgres", "--auth=trust", "--no-sync",
+                  "-E", "UTF8", "--locale=C")
+        last: Exception | None = None
+        for _ in range(5):   # a free port may be taken between probing and binding
+            self.port = free_port()
+            opts = (f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.base} "
+                    "-c fsync=off -c full_page_writes=off -c max_connections=200")
+            try:
+                self._run("pg_ctl", "-D", self.data, "-o", opts, "-l",
+                          os.path.join(self.base, "server.log"), "-w", "-t", "60", "start")
+                return
+            except RuntimeError as e:
+                last = e
+        raise RuntimeError(f"PostgreSQL did not start: {last}\n{self.log()}")
+
+    def log(self) -> str:
+        try:
+            with open(os.path.join(self.base, "server.log")) as f:
+                return f.read()[-4000:]
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        try:
+            if os.path.exists(os.path.join(self.data, "postmaster.pid")):
+                self._run("pg_ctl", "-D", self.data, "-m", "immediate", "-w", "stop")
+        finally:
+            shutil.rmtree(self.base, ignore_errors=True)
+
+    @property
+    def url(self) -> str:
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
+
+    def create_database(self) -> str:
+        """A new, empty database; returns its SQLAlchemy URL."""
+        import psycopg
+
+        name = "t_" + uuid.uuid4().hex[:16]
+        with psycopg.connect(host="127.0.0.1", port=self.port, user="postgres",
+                             dbname="postgres", autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{name}"
