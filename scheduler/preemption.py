@@ -28,7 +28,8 @@ def candidates(state, w: Workload, cls: PriorityClass, now: float) -> list[Workl
         if v.state == PREEMPTING:
             continue
         vc = state.classes.get(v.priority)
-        if vc is None or not vc.preemptible or now - (v.admitted_at or now) < vc.preempt_after:
+        started = now if v.admitted_at is None else v.admitted_at
+        if vc is None or not vc.preemptible or now - started < vc.preempt_after:
             continue
         if v.queue == w.queue:
             if vc.rank < cls.rank:

@@ -10,6 +10,7 @@ from .model import DEFAULT_CLASS_FOR_KIND, KINDS, IdlePolicy, NodeSpec, Priority
 from .resources import (GPU, flavor_key, fmt_amount, is_flavor, label, parse_count, parse_cpu,
                         parse_memory, parse_vector)
 
+MODEL = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,62}$")
 MAX_WORKERS = 1024
 MAX_TIME_LIMIT = 366 * 86400.0
@@ -156,8 +157,8 @@ def node(d: dict | NodeSpec) -> NodeSpec:
     if gpus > 64:
         raise ValidationError(f"a node with {gpus} GPUs is not plausible (at most 64)")
     model = d.get("gpu_model")
-    if model is not None:
-        parse_vector({flavor_key(model): 0} if isinstance(model, str) else {model: 0}, "gpu_model")
+    if model is not None and (not isinstance(model, str) or not MODEL.match(model)):
+        raise ValidationError(f"gpu_model must be a GPU model name like 'a100' (lower case); got {model!r}")
     return NodeSpec(
         name=check_name("node name", d.get("name")), gpus=gpus, gpu_model=model,
         cpu=parse_cpu(d.get("cpu", 0)), memory=parse_memory(d.get("memory", 0)),
@@ -201,7 +202,8 @@ def workload_fields(d: dict, state) -> dict:
     if model is not None:
         if not isinstance(model, str):
             raise ValidationError("gpu_model must be a GPU model name like 'a100'")
-        parse_vector({flavor_key(model): 0}, "gpu_model")
+        if not MODEL.match(model):
+            raise ValidationError(f"gpu_model must be a GPU model name like 'a100'; got {model!r}")
         if not request.get(GPU):
             raise ValidationError(f"gpu_model {model!r} given but no GPUs requested")
         request[flavor_key(model)] = request[GPU]
@@ -229,6 +231,24 @@ def _check_feasible(f: dict, qspec: QueueSpec, state) -> None:
     """Refuse work that could never run: bigger than the cluster, a node, or its quota."""
     req, workers = f["request"], f["workers"]
     total = {k: v * workers for k, v in req.items()}
+    nodes = [n.spec for n in state.inventory.nodes.values()]
+    g = req.get(GPU, 0)
+    model = f["gpu_model"]
+    if g or req.get("cpu") or req.get("memory"):
+        fitting = [n for n in nodes
+                   if n.gpus >= g and n.cpu >= req.get("cpu", 0) and n.memory >= req.get("memory", 0)
+                   and (model is None or n.gpu_model == model)
+                   and all(n.labels.get(k) == v for k, v in f["node_selector"].items())]
+        if not fitting:
+            what = f"{g} {model or ''} GPU(s)".replace("  ", " ") if g else "these CPU/memory resources"
+            raise ValidationError(f"no node in the cluster can hold one worker with {what}"
+                                  + (f" and node selector {f['node_selector']}" if f["node_selector"] else ""))
+        if g:
+            avail = sum(n.gpus for n in nodes if model is None or n.gpu_model == model)
+            if g * workers > avail:
+                raise ValidationError(
+                    f"gang of {workers} × {g} GPUs is larger than the cluster ({avail} "
+                    f"{model + ' ' if model else ''}GPUs in all)")
     tree = state.tree
     for q in tree.chain[qspec.name]:
         for k, v in total.items():
@@ -252,21 +272,3 @@ def _check_feasible(f: dict, qspec: QueueSpec, state) -> None:
                     f"priority class {cls.name!r} runs only inside guaranteed quota, and queue "
                     f"{qspec.name!r} is guaranteed {fmt_amount(k, g.get(k, 0))} {label(k)}; this asks "
                     f"for {fmt_amount(k, v)}")
-    nodes = [n.spec for n in state.inventory.nodes.values()]
-    g = req.get(GPU, 0)
-    model = f["gpu_model"]
-    if g or req.get("cpu") or req.get("memory"):
-        fitting = [n for n in nodes
-                   if n.gpus >= g and n.cpu >= req.get("cpu", 0) and n.memory >= req.get("memory", 0)
-                   and (model is None or n.gpu_model == model)
-                   and all(n.labels.get(k) == v for k, v in f["node_selector"].items())]
-        if not fitting:
-            what = f"{g} {model or ''} GPU(s)".replace("  ", " ") if g else "these CPU/memory resources"
-            raise ValidationError(f"no node in the cluster can hold one worker with {what}"
-                                  + (f" and node selector {f['node_selector']}" if f["node_selector"] else ""))
-        if g:
-            avail = sum(n.gpus for n in nodes if model is None or n.gpu_model == model)
-            if g * workers > avail:
-                raise ValidationError(
-                    f"gang of {workers} × {g} GPUs is larger than the cluster ({avail} "
-                    f"{model + ' ' if model else ''}GPUs in all)")

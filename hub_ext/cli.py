@@ -1,0 +1,141 @@
+"""The ``computehub`` command: one traitlets ``Application`` with subcommands.
+
+    computehub simulate --trace FILE [--capacity-gpus N] [--policy P] [--compare] [--json]
+    computehub demo
+
+Subcommands live in their own modules (``cli_simulate``) and are imported only
+when used. Bad input never ends in a traceback: ``main`` prints one line,
+``computehub: error: ...``, on stderr and returns exit code 2.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+from traitlets import TraitError
+from traitlets.config import Application
+from traitlets.config.loader import ArgumentError, KVArgParseConfigLoader, _KVArgParser
+
+USAGE_EXIT = 2
+
+
+class UsageError(Exception):
+    """The caller's mistake: reported as one line on stderr, exit code 2."""
+
+
+class _Parser(_KVArgParser):
+    def error(self, message):      # argparse would print usage and exit
+        raise UsageError(message)
+
+
+class _Loader(KVArgParseConfigLoader):
+    parser_class = _Parser
+
+    def _handle_unrecognized_alias(self, arg: str) -> None:
+        raise UsageError(f"unknown option --{arg}")
+
+
+class Command(Application):
+    """Base of ``computehub`` and its subcommands.
+
+    traitlets turns a bad value into a log line and exit code 1; here it
+    propagates to ``main`` instead, which reports it in one line and exits 2.
+    """
+
+    log_format = "%(message)s"
+
+    def _create_loader(self, argv, aliases, flags, classes):
+        return _Loader(argv, aliases, flags, classes=classes, log=self.log, subcommands=self.subcommands)
+
+    def initialize(self, argv=None):
+        self.parse_command_line(argv)
+
+    def parse_command_line(self, argv=None):
+        # The undecorated method: TraitError / ArgumentError reach main().
+        return Application.parse_command_line.__wrapped__(self, argv)
+
+    def initialize_subcommand(self, subc, argv=None):
+        return Application.initialize_subcommand.__wrapped__(self, subc, argv)
+
+    def option_name(self, trait: str) -> str:
+        """How the command line spells a trait (its alias), for messages."""
+        for alias, target in self.aliases.items():
+            target = target[0] if isinstance(target, tuple) else target
+            if target.endswith("." + trait):
+                alias = alias[-1] if isinstance(alias, tuple) else alias
+                return ("-" if len(alias) == 1 else "--") + alias
+        return "--" + trait.replace("_", "-")
+
+    def refuse_extra_args(self) -> None:
+        if self.extra_args:
+            raise UsageError(f"unexpected argument {self.extra_args[0]!r} "
+                             f"(see '{self.name} --help')")
+
+
+class ComputeHub(Command):
+    name = "computehub"
+    description = ("ComputeHub: one quota-and-priority GPU scheduler for JupyterHub. "
+                   "Run 'computehub <command> --help' for a command's options.")
+    examples = """
+computehub demo                          # watch the scheduler replay a small real trace
+computehub simulate --trace cluster05.csv --compare
+computehub simulate --trace sample --policy sjf --json
+"""
+    subcommands = {
+        "simulate": ("hub_ext.cli_simulate.SimulateApp",
+                     "Replay a GPU cluster trace through the scheduler on a virtual clock and "
+                     "print job completion times, queueing, utilisation and fairness."),
+        "demo": ("hub_ext.cli_simulate.DemoApp",
+                 "Replay the shipped sample trace with FIFO and ComputeHub's default policy side by "
+                 "side, and let some waiting jobs explain themselves."),
+    }
+
+    def start(self):
+        if self.subapp is not None:
+            return self.subapp.start()
+        if self.extra_args:
+            raise UsageError(f"unknown command {self.extra_args[0]!r} "
+                             f"(commands: {', '.join(self.subcommands)})")
+        self.print_description()
+        self.print_subcommands()
+        return USAGE_EXIT
+
+
+_TRAIT_ERROR = re.compile(r"The '(\w+)' trait of an? (\w+) instance expected (.+), not the \w+ (.+?)\.?$")
+_CLASS_OPTION = re.compile(r"--[A-Za-z]\w*\.(\w+)")
+_EXPECTED = {"an int": "a whole number", "a float": "a number", "a unicode string": "text"}
+
+
+def _describe(app: Application | None, e: Exception) -> str:
+    msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    sub = app.subapp if app is not None and app.subapp is not None else app
+
+    def option(trait: str) -> str:
+        return sub.option_name(trait) if isinstance(sub, Command) else "--" + trait.replace("_", "-")
+
+    m = _TRAIT_ERROR.match(msg)
+    if m:
+        trait, _cls, expected, got = m.groups()
+        return f"{option(trait)} expects {_EXPECTED.get(expected, expected)}, not {got}"
+    return _CLASS_OPTION.sub(lambda m: option(m.group(1)), msg)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``computehub`` console script; returns the exit code."""
+    app = None
+    try:
+        app = ComputeHub.instance()
+        app.initialize(argv)
+        rc = app.start()
+    except (UsageError, TraitError, ArgumentError) as e:
+        print(f"computehub: error: {_describe(app, e)}", file=sys.stderr)
+        return USAGE_EXIT
+    except KeyboardInterrupt:
+        print("computehub: interrupted", file=sys.stderr)
+        return 130
+    return rc if isinstance(rc, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""Backfill around a reserved head, strict order, and placement onto nodes and GPU indices."""
+
+import pytest
+from sched_helpers import cluster, job
+
+from scheduler import EngineConfig, Scheduler
+from scheduler.model import ADMITTED, PENDING
+
+
+def _one_queue(backfill, nodes=1, gpus=8):
+    s = Scheduler(config=EngineConfig(backfill=backfill, release_on_preempt=True))
+    for i in range(nodes):
+        s.put_node({"name": f"n{i}", "gpus": gpus, "cpu": 64, "memory": "256Gi"}, now=0)
+    s.put_queue({"name": "all", "guaranteed": {"gpu": nodes * gpus}}, now=0)
+    return s
+
+
+def test_backfill_lets_short_declared_work_run_in_front_of_the_reserved_head():
+    s = _one_queue("reserve")
+    running = job(s, "all", gpus=4, time_limit=1000, now=0)
+    s.cycle(now=0)
+    head = job(s, "all", gpus=8, now=1)                        # must wait until t=1000
+    short = job(s, "all", gpus=2, time_limit=500, now=2)       # ends before 1000: may run now
+    long = job(s, "all", gpus=2, time_limit=5000, now=3)       # would delay the head
+    unknown = job(s, "all", gpus=1, now=4)                     # declares nothing
+    res = s.cycle(now=10)
+    assert [w.id for w in res.admitted] == [short.id]
+    assert res.reservations and res.reservations[0].workload is head
+    assert res.reservations[0].shadow == 1000
+    assert res.blockers[long.id].code == "reserved" and res.blockers[unknown.id].code == "reserved"
+    assert head.id in res.blockers[long.id].text()
+    assert running.state == ADMITTED and head.state == PENDING
+
+
+def test_strict_order_blocks_everything_behind_a_waiting_head_and_skip_does_not():
+    for mode, expect_small in (("none", False), ("skip", True)):
+        s = _one_queue(mode)
+        job(s, "all", gpus=6, now=0)
+        s.cycle(now=0)
+        head = job(s, "all", gpus=8, now=1)
+        small = job(s, "all", gpus=1, now=2)
+        res = s.cycle(now=3)
+        assert (small.state == ADMITTED) is expect_small, mode
+        if mode == "none":
+            assert res.blockers[small.id].code == "strict_order" and head.id in res.blockers[small.id].text()
+
+
+def test_best_fit_consolidates_and_gives_lowest_gpu_indices():
+    s = cluster(nodes=3, gpus=8, queues=[{"name": "a", "guaranteed": {"gpu": 24}}])
+    first = job(s, "a", gpus=5)
+    s.cycle(now=0)
+    second = job(s, "a", gpus=3, now=1)     # fits exactly in the rest of first's node
+    s.cycle(now=1)
+    assert second.placement[0].node == first.placement[0].node
+    assert first.placement[0].gpus == (0, 1, 2, 3, 4) and second.placement[0].gpus == (5, 6, 7)
+    whole = job(s, "a", gpus=8, now=2)      # two untouched nodes remain for it
+    s.cycle(now=2)
+    assert whole.state == ADMITTED
+
+
+def test_gpu_model_and_node_selector_are_respected():
+    s = Scheduler(config=EngineConfig())
+    s.put_node({"name": "old", "gpus": 8, "gpu_model": "v100", "cpu": 64, "memory": "256Gi",
+                "labels": {"zone": "east"}}, now=0)
+    s.put_node({"name": "new", "gpus": 8, "gpu_model": "a100", "cpu": 64, "memory": "256Gi",
+                "labels": {"zone": "west"}}, now=0)
+    s.put_queue({"name": "a", "guaranteed": {"gpu": 16}}, now=0)
+    a100 = job(s, "a", gpus=2, gpu_model="a100")
+    east = job(s, "a", gpus=2, node_selector={"zone": "east"})
+    flav = s.submit({"user": "u", "queue": "a", "kind": "training", "resources": {"gpu:v100": 1}}, now=0)
+    s.cycle(now=1)
+    assert a100.placement[0].node == "new" and east.placement[0].node == "old"
+    assert flav.placement[0].node == "old" and flav.request == {"gpu": 1, "gpu:v100": 1}
+    assert s.state.tree.usage["a"]["gpu:a100"] == 2
+
+
+@pytest.mark.parametrize("flag", ["draining", "healthy"])
+def test_unhealthy_or_draining_nodes_take_nothing_new_but_keep_what_runs(flag):
+    s = cluster(nodes=2, gpus=4, queues=[{"name": "a", "guaranteed": {"gpu": 8}}])
+    before = job(s, "a", gpus=4)
+    s.cycle(now=0)
+    node = before.placement[0].node
+    s.set_node_flags(node, **{flag: flag == "draining" and True or False}, now=1)
+    fits_only_there = [job(s, "a", gpus=4, now=2), job(s, "a", gpus=4, now=2)]
+    res = s.cycle(now=3)
+    assert before.state == ADMITTED
+    assert len(res.admitted) == 1 and res.admitted[0].placement[0].node != node
+    assert fits_only_there[1].state == PENDING
+    assert s.state.inventory.capacity["gpu"] == 4     # the flagged node no longer counts

@@ -1,0 +1,94 @@
+"""Explanations (position, ETA, reason), idle reclamation, the ledger and the event log."""
+
+import pytest
+from sched_helpers import cluster, job
+
+from scheduler import Conflict
+from scheduler.model import RECLAIMED
+
+
+def test_pending_work_explains_position_eta_and_reason():
+    s = cluster(nodes=1, gpus=4, queues=[{"name": "a", "guaranteed": {"gpu": 2}},
+                                          {"name": "b", "guaranteed": {"gpu": 2}}])
+    r1 = job(s, "a", gpus=4, time_limit=3600, now=0)
+    s.cycle(now=0)
+    w1 = job(s, "a", gpus=2, time_limit=600, now=10)
+    w2 = job(s, "b", user="bob", gpus=4, time_limit=600, now=11)
+    w3 = job(s, "a", gpus=2, time_limit=600, now=12)
+    s.cycle(now=20)
+    e3 = s.explain(w3.id, now=20)
+    assert e3["position_in_queue"] == 2 and e3["queue_length"] == 2 and e3["pending"] == 3
+    assert "needs 2 × any GPU" in e3["reason"] and "4/4 GPUs" in e3["reason"]
+    # Fair share puts b's w2 first (a has been using the node); r1 ends at 3600, w2
+    # runs to 4200, then w1 and w3 fit side by side.
+    e2 = s.explain(w2.id, now=20)
+    assert e2["position"] == 1 and e2["eta"] == 3600 and e2["eta_seconds"] == 3580
+    assert "declared time limit" in e2["eta_reason"]
+    assert s.explain(w1.id, now=20)["eta"] == 4200
+    assert e3["position"] == 3 and s.explain(w3.id, now=20)["eta"] == 4200
+    assert s.explain(r1.id, now=20)["state"] == "admitted"
+
+
+def test_eta_is_unknown_when_running_work_declares_no_limit():
+    s = cluster(nodes=1, gpus=2)
+    job(s, "a", gpus=2, now=0)             # no time limit
+    s.cycle(now=0)
+    w = job(s, "a", gpus=2, now=1)
+    s.cycle(now=1)
+    e = s.explain(w.id, now=1)
+    assert e["eta"] is None and "declare no run-time limit" in e["eta_reason"]
+
+
+def test_idle_notebook_is_warned_then_released_with_gpu_hours_recorded():
+    s = cluster(nodes=1, gpus=2, queues=[
+        {"name": "a", "guaranteed": {"gpu": 2}, "idle": {"warn_after": 1800, "release_after": 3600}}])
+    nb = job(s, "a", gpus=2, kind="notebook", now=0)
+    s.cycle(now=0)
+    s.mark_running(nb.id, now=5)
+    assert s.report_idle(nb.id, idle_since=100, now=1000).action == "none"
+    d = s.report_idle(nb.id, idle_since=100, now=2000)
+    assert d.action == "warn" and d.release_at == 3700
+    assert s.report_idle(nb.id, idle_since=100, now=2100).action == "none"   # warned once
+    d = s.report_idle(nb.id, idle_since=100, now=3700)
+    assert d.action == "release" and d.gpus == 2 and d.gpu_hours_returned == pytest.approx(2 * 3600 / 3600)
+    assert s.get(nb.id).state == RECLAIMED and s.state.inventory.free["gpu"] == 2
+    kinds = [e.kind for e in s.events(workload_id=nb.id)]
+    assert kinds == ["submitted", "admitted", "started", "idle_warning", "reclaimed", "gpu_returned"]
+    returned = s.events(workload_id=nb.id, kinds=("gpu_returned",))[0]
+    assert returned.data["gpu_hours_returned"] == pytest.approx(2.0)
+    with pytest.raises(Conflict):
+        s.report_idle(nb.id, idle_since=100, now=4000)
+
+
+def test_ledger_counts_gpu_seconds_by_user_queue_flavor_with_window_and_prices():
+    s = cluster(nodes=1, gpus=8, model="a100")
+    s.prices = {"a100": 3.0}
+    w1 = job(s, "a", user="ada", gpus=2, gpu_model="a100", now=0)
+    w2 = job(s, "b", user="bob", gpus=4, now=0)
+    s.cycle(now=0)
+    s.mark_finished(w1.id, now=3600)
+    s.mark_finished(w2.id, now=1800)
+    by_user = {r["user"]: r for r in s.usage(0, 7200, by="user")}
+    assert by_user["ada"]["gpu_seconds"] == 7200 and by_user["bob"]["gpu_seconds"] == 7200
+    assert by_user["ada"]["cost"] == pytest.approx(6.0) and by_user["bob"]["cost"] == 0
+    half = {r["queue"]: r["gpu_hours"] for r in s.usage(1800, 3600, by="queue")}
+    assert half == {"a": pytest.approx(1.0)}
+    flav = {r["flavor"]: r["gpu_seconds"] for r in s.usage(0, 7200, by="flavor")}
+    assert flav == {"a100": 7200, "any": 7200}
+
+
+def test_every_transition_is_an_event_with_time_and_reason():
+    s = cluster(nodes=1, gpus=2)
+    w = job(s, "a", gpus=1, now=0)
+    c = job(s, "a", gpus=8 // 8, now=1)
+    s.cancel(c.id, now=2, reason="changed my mind")
+    s.cycle(now=3)
+    s.mark_running(w.id, now=4)
+    s.mark_finished(w.id, now=10, exit_code=3, reason="boom")
+    evs = s.events(workload_id=w.id)
+    assert [(e.time, e.kind) for e in evs] == [(0, "submitted"), (3, "admitted"), (4, "started"), (10, "failed")]
+    assert evs[1].data["placement"] == [{"node": "n0", "gpus": [0]}]
+    assert evs[-1].reason == "boom" and s.get(w.id).exit_code == 3
+    cancel = s.events(workload_id=c.id, kinds=("cancelled",))[0]
+    assert cancel.reason == "changed my mind"
+    assert [e.kind for e in s.events(since=3, until=5)] == ["admitted", "started"]

@@ -1,0 +1,89 @@
+"""Preemption and reclaim: who may be a victim, when, how many — live and replay modes."""
+
+from sched_helpers import cluster, job
+
+from scheduler.model import ADMITTED, PENDING, PREEMPTING
+
+
+def test_higher_rank_preempts_lower_rank_in_its_own_queue_only_after_preempt_after():
+    s = cluster(nodes=1, gpus=4, queues=[{"name": "a", "guaranteed": {"gpu": 4}}])
+    batch = [job(s, "a", gpus=1, kind="batch") for _ in range(4)]
+    s.cycle(now=0)
+    d = s.state.classes["preemptible"].to_dict()
+    d["preempt_after"] = 100
+    s.put_class(d, now=0)
+    train = job(s, "a", gpus=2, kind="training", now=10)
+    res = s.cycle(now=50)
+    assert res.preempted == [] and train.state == PENDING     # too young to preempt
+    res = s.cycle(now=100)
+    victims = [v.id for v, by in res.preempted]
+    assert len(victims) == 2 and all(by.id == train.id for _, by in res.preempted)
+    assert train.state == ADMITTED
+    # Youngest first: equal start times → the latest submitted go.
+    assert victims == [batch[3].id, batch[2].id]
+    assert all(s.get(v).state == PENDING for v in victims)   # requeued, keeping their age
+    ev = s.events(workload_id=victims[0], kinds=("preempted",))
+    assert ev and ev[0].data["preemptor"] == train.id
+
+
+def test_non_preemptible_work_is_never_a_victim():
+    s = cluster(nodes=1, gpus=2, queues=[{"name": "a", "guaranteed": {"gpu": 2}}])
+    nb = job(s, "a", gpus=2, kind="notebook")
+    s.cycle(now=0)
+    svc = job(s, "a", gpus=1, kind="inference", now=1)   # inference ranks below interactive anyway
+    top = s.put_class({"name": "urgent", "rank": 1000, "preemptible": False, "may_borrow": False}, now=1)
+    urgent = job(s, "a", gpus=2, kind="training", priority=top.name, now=2)
+    res = s.cycle(now=10_000)
+    assert res.preempted == [] and nb.state == ADMITTED and urgent.state == PENDING and svc.state == PENDING
+
+
+def test_reclaim_takes_borrowed_capacity_back_but_not_below_guarantee():
+    s = cluster(nodes=2, gpus=8)     # a and b guaranteed 8 each
+    b_jobs = [job(s, "b", user="bob", gpus=4, now=i) for i in range(4)]   # b borrows all of a's 8
+    s.cycle(now=0)
+    assert s.state.tree.usage["b"]["gpu"] == 16
+    a1 = job(s, "a", gpus=4, now=700)
+    a2 = job(s, "a", gpus=4, now=701)
+    a3 = job(s, "a", gpus=4, now=702)        # beyond a's guarantee: borrowing, may not reclaim
+    res = s.cycle(now=1000)
+    assert {w.id for w in res.admitted} == {a1.id, a2.id}
+    assert s.state.tree.usage["b"]["gpu"] == 8          # back at its guarantee, not below
+    assert {v.id for v, _ in res.preempted} == {b_jobs[3].id, b_jobs[2].id}   # the youngest two
+    assert a3.state == PENDING
+
+
+def test_victims_are_chosen_on_one_node_to_keep_the_set_small():
+    s = cluster(nodes=2, gpus=8, queues=[{"name": "a", "guaranteed": {"gpu": 8}},
+                                          {"name": "b", "guaranteed": {"gpu": 0}}])
+    # b fills n0 with one 8-GPU job and n1 with eight 1-GPU jobs (the 1-GPU ones are younger).
+    big = job(s, "b", user="bob", gpus=8, now=0)
+    s.cycle(now=0)
+    small = [job(s, "b", user="bob", gpus=1, now=1) for _ in range(8)]
+    s.cycle(now=1)
+    whole = job(s, "a", gpus=8, now=2000)
+    res = s.cycle(now=2000)
+    assert [v.id for v, _ in res.preempted] == [big.id]   # one victim instead of eight
+    assert whole.state == ADMITTED
+    assert all(w.state == ADMITTED for w in small)
+
+
+def test_live_mode_waits_for_victims_to_stop_before_starting_the_preemptor():
+    s = cluster(nodes=1, gpus=4, release=False, queues=[{"name": "a", "guaranteed": {"gpu": 2}},
+                                                         {"name": "b", "guaranteed": {"gpu": 2}}])
+    b1, b2 = job(s, "b", user="bob", gpus=2, now=0), job(s, "b", user="bob", gpus=2, now=0)
+    s.cycle(now=0)
+    a1 = job(s, "a", gpus=1, now=700)
+    a2 = job(s, "a", gpus=1, now=700)
+    res = s.cycle(now=700)
+    assert [v.id for v, _ in res.preempted] == [b2.id]       # one victim frees enough for both
+    assert b2.state == PREEMPTING and a1.state == PENDING and a2.state == PENDING
+    assert res.blockers[a1.id].code == res.blockers[a2.id].code == "waiting_preemption"
+    assert "waiting for them to stop" in res.blockers[a1.id].text()
+    res = s.cycle(now=701)                  # still stopping: no double allocation, no new victims
+    assert res.admitted == [] and res.preempted == []
+    s.mark_stopped(b2.id, now=705)
+    assert b2.state == PENDING              # requeued
+    res = s.cycle(now=706)
+    assert {w.id for w in res.admitted} == {a1.id, a2.id}
+    kinds = [e.kind for e in s.events(workload_id=b2.id)]
+    assert kinds == ["submitted", "admitted", "preempted", "stopped", "requeued"]
