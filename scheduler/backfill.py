@@ -35,6 +35,10 @@ def expected_end(w: Workload, now: float) -> float | None:
 
 def reserve(inv: Inventory, holding, w: Workload, now: float, reserved: Reserved) -> Reservation:
     """Find when and where ``w`` fits as running work ends; nothing is changed."""
+    if w.workers == 1:
+        found = _reserve_one(inv, holding, w, now, reserved)
+        if found is not None:
+            return found
     ends = sorted(((e, v.seq, v) for v in holding if (e := expected_end(v, now)) is not None),
                   key=lambda t: (t[0], t[1]))
     need = w.request.get(GPU, 0) * w.workers
@@ -74,6 +78,47 @@ def reserve(inv: Inventory, holding, w: Workload, now: float, reserved: Reserved
         t0 = nodes.get(a.node, (0, 0, 0))
         nodes[a.node] = (t0[0] + g, t0[1] + cpu, t0[2] + mem)
     return Reservation(w, shadow, nodes)
+
+
+def _reserve_one(inv: Inventory, holding, w: Workload, now: float, reserved: Reserved):
+    """Fast path for one worker: count frees per node instead of replaying releases."""
+    g, cpu, mem = w.request.get(GPU, 0), w.request.get(CPU, 0), w.request.get(MEMORY, 0)
+    sel, model = w.node_selector, w.gpu_model
+    ok = {name for name, n in inv.nodes.items()
+          if n.spec.schedulable and n.spec.gpus >= g and n.spec.cpu >= cpu and n.spec.memory >= mem
+          and (model is None or n.spec.gpu_model == model) and (not sel or n.matches(sel))}
+    if not ok:
+        return None
+    free: dict[str, list[int]] = {}
+
+    def slot(name):
+        f = free.get(name)
+        if f is None:
+            n = inv.nodes[name]
+            r = reserved.get(name, (0, 0, 0))
+            f = free[name] = [len(n.free_gpus) - r[0], n.free_cpu - r[1], n.free_memory - r[2]]
+        return f
+
+    ends = sorted(((e, v.seq, v) for v in holding if (e := expected_end(v, now)) is not None),
+                  key=lambda t: (t[0], t[1]))
+    i = 0
+    while i < len(ends):
+        t = ends[i][0]
+        touched = set()
+        while i < len(ends) and ends[i][0] == t:
+            v = ends[i][2]
+            for a in v.placement:
+                if a.node in ok:
+                    f = slot(a.node)
+                    f[0] += len(a.gpus)
+                    f[1] += v.request.get(CPU, 0)
+                    f[2] += v.request.get(MEMORY, 0)
+                    touched.add(a.node)
+            i += 1
+        fits = sorted(n for n in touched if free[n][0] >= g and free[n][1] >= cpu and free[n][2] >= mem)
+        if fits:
+            return Reservation(w, t, {fits[0]: (g, cpu, mem)})
+    return None
 
 
 def merge(into: Reserved, extra: Reserved) -> None:

@@ -242,7 +242,7 @@ class Scheduler:
         """Release what ``w`` holds, record ``kind``, then requeue it (if asked and its
         class allows) or end it in ``state``. Call inside a transaction."""
         # Count its usage up to now in fair share before it stops being held.
-        self.engine.fairshare.advance(now, self.state.holding.values())
+        self.engine.fairshare.advance(now, self.state.tree)
         self.store.put_fairshare(self.engine.fairshare.time, self.engine.fairshare.snapshot())
         self.state.release(w)
         self.store.close_allocation(w.id, now)

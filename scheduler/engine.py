@@ -58,6 +58,7 @@ class Engine:
         self._nominated: list[Workload] = []
         self._fail_cache: dict = {}      # placement shape -> Blocker, within one cycle
         self._preempt_fail: set = set()  # preemption keys that found no victims, within one cycle
+        self._victims: preemption.VictimIndex | None = None
 
     # --- ordering -------------------------------------------------------------
 
@@ -90,11 +91,12 @@ class Engine:
     def cycle(self, now: float) -> CycleResult:
         t0 = _time.perf_counter()
         st, cfg = self.state, self.config
-        self.fairshare.advance(now, st.holding.values())
+        self.fairshare.advance(now, st.tree)
         order = self.order()
         res = CycleResult(now=now, order=[w.id for w in order])
         self._fail_cache = {}
         self._preempt_fail = set()
+        self._victims = None
         # Work being preempted is treated as gone for this cycle; whatever lands on
         # what it still holds is only nominated, and starts once it has stopped.
         self._leaving = Leaving()
@@ -185,8 +187,9 @@ class Engine:
         k = tree.lending_blocks(w.queue, total, cap)
         if k:
             return Blocker(LENDING, k, w.queue, tree._topsum.get(k, 0), cap.get(k, 0), total[k])
+        sel = w.node_selector
         shape = (w.gpu_model, w.workers, w.request.get(GPU, 0), w.request.get(CPU, 0),
-                 w.request.get(MEMORY, 0), tuple(sorted(w.node_selector.items())), reserved is None)
+                 w.request.get(MEMORY, 0), tuple(sorted(sel.items())) if sel else (), reserved is None)
         failed = self._fail_cache.get(shape)
         if failed is not None:
             return failed
@@ -223,7 +226,9 @@ class Engine:
         key = (w.queue, cls.rank, w.gpu_model, w.workers, tuple(sorted(w.request.items())))
         if key in self._preempt_fail:
             return False
-        cands = preemption.candidates(st, w, cls, now)
+        if self._victims is None:
+            self._victims = preemption.VictimIndex(st, now)
+        cands = preemption.candidates(st, self._victims, w, cls)
         if not cands:
             self._preempt_fail.add(key)
             return False
@@ -240,6 +245,7 @@ class Engine:
             self._fail_cache = saved_cache
             self._preempt_fail.add(key)
             return False
+        self._victims.drop(victims)
         for v in victims:
             res.preempted.append((v, w))
             v.preemptions += 1

@@ -26,8 +26,9 @@ class FairShare:
         self.time = time
         self.usage = {k: dict(v) for k, v in usage.items()}
 
-    def advance(self, now: float, holding) -> None:
-        """Decay stored usage to ``now`` and add what ``holding`` workloads used since."""
+    def advance(self, now: float, tree) -> None:
+        """Decay stored usage to ``now`` and add what is allocated now (the queue tree's
+        live usage per leaf queue and per queue/user) over the time since the last update."""
         if self.time is None or now <= self.time:
             self.time = now if self.time is None else self.time
             return
@@ -38,14 +39,16 @@ class FairShare:
         for vec in self.usage.values():
             for k in vec:
                 vec[k] *= factor
-        for w in holding:
-            total = w.total
-            for key in (w.queue, w.queue + "/" + w.user):
-                vec = self.usage.setdefault(key, {})
-                for k in KEYS:
-                    v = total.get(k)
-                    if v:
-                        vec[k] = vec.get(k, 0.0) + v * weight
+        live = [(q, tree.usage[q]) for q in tree.specs if tree.is_leaf(q)]
+        live += [(q + "/" + u, vec) for (q, u), vec in tree.user_usage.items()]
+        for key, alloc in live:
+            vec = None
+            for k in KEYS:
+                v = alloc.get(k)
+                if v:
+                    if vec is None:
+                        vec = self.usage.setdefault(key, {})
+                    vec[k] = vec.get(k, 0.0) + v * weight
         self.time = now
 
     def share(self, key: str, capacity: dict[str, int], weight: float = 1.0) -> float:

@@ -19,26 +19,53 @@ from __future__ import annotations
 from .model import PREEMPTING, PriorityClass, Workload
 
 
-def candidates(state, w: Workload, cls: PriorityClass, now: float) -> list[Workload]:
+class VictimIndex:
+    """Preemptible holders grouped by queue, in preference order, built once per cycle.
+
+    Work admitted in the current cycle is never a victim in that cycle.
+    """
+
+    def __init__(self, state, now: float):
+        self.by_queue: dict[str, list[tuple[tuple, Workload]]] = {}
+        for v in state.holding.values():
+            if v.state == PREEMPTING or v.admitted_at is None or v.admitted_at >= now:
+                continue
+            vc = state.classes.get(v.priority)
+            if vc is None or not vc.preemptible or now - v.admitted_at < vc.preempt_after:
+                continue
+            self.by_queue.setdefault(v.queue, []).append(((vc.rank, -v.admitted_at, -v.seq), v))
+        for lst in self.by_queue.values():
+            lst.sort(key=lambda t: t[0])
+
+    def drop(self, victims: list[Workload]) -> None:
+        gone = {v.id for v in victims}
+        for q in {v.queue for v in victims}:
+            self.by_queue[q] = [t for t in self.by_queue.get(q, []) if t[1].id not in gone]
+
+
+def candidates(state, index: VictimIndex, w: Workload, cls: PriorityClass) -> list[Workload]:
     tree = state.tree
     own_chain = tree.chain[w.queue]
     within = tree.within_guarantee(w.queue, w.total) is None
     out = []
-    for v in state.holding.values():
-        if v.state == PREEMPTING:
+    for q, lst in index.by_queue.items():
+        if q == w.queue:
+            for key, v in lst:
+                if key[0] >= cls.rank:
+                    break
+                out.append(((0,) + key, v))
             continue
-        vc = state.classes.get(v.priority)
-        started = now if v.admitted_at is None else v.admitted_at
-        if vc is None or not vc.preemptible or now - started < vc.preempt_after:
+        if not within and not cls.may_borrow:
             continue
-        if v.queue == w.queue:
-            if vc.rank < cls.rank:
-                out.append(((0, vc.rank, -(v.admitted_at or 0), -v.seq), v))
-        elif tree.borrowing(v.queue, v.total, own_chain):
+        if not lst or not tree.borrowing(q, lst[0][1].total, own_chain):
+            continue    # quick look with one holder; choose() checks each victim again
+        for key, v in lst:
             if within:
-                out.append(((0 if vc.rank < cls.rank else 1, vc.rank, -(v.admitted_at or 0), -v.seq), v))
-            elif cls.may_borrow and vc.rank < cls.rank:
-                out.append(((0, vc.rank, -(v.admitted_at or 0), -v.seq), v))
+                out.append(((0 if key[0] < cls.rank else 1,) + key, v))
+            elif key[0] < cls.rank:
+                out.append(((0,) + key, v))
+            else:
+                break
     out.sort(key=lambda t: t[0])
     return [v for _, v in out]
 
