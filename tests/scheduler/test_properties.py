@@ -19,13 +19,14 @@ MODELS = ["a100", "h100", None]
 @st.composite
 def worlds(draw):
     nodes = []
-    for i in range(draw(st.integers(1, 5))):
-        gpus = draw(st.sampled_from([0, 2, 4, 8]))
+    for i in range(draw(st.integers(1, 3))):
+        gpus = draw(st.sampled_from([0, 4, 8, 8, 8]))
         nodes.append({
-            "name": f"n{i}", "gpus": gpus, "gpu_model": draw(st.sampled_from(MODELS)) if gpus else None,
-            "cpu": draw(st.sampled_from([8, 32, 64])), "memory": draw(st.sampled_from(["32Gi", "256Gi"])),
+            "name": f"n{i}", "gpus": gpus,
+            "gpu_model": draw(st.sampled_from(["a100", "a100", "h100"])) if gpus else None,
+            "cpu": draw(st.sampled_from([16, 64])), "memory": draw(st.sampled_from(["64Gi", "256Gi"])),
             "labels": {"zone": draw(st.sampled_from(["z1", "z2"]))},
-            "healthy": draw(st.booleans()) or i == 0, "draining": draw(st.integers(0, 5)) == 0,
+            "healthy": i == 0 or draw(st.integers(0, 9)) > 0, "draining": draw(st.integers(0, 12)) == 0,
         })
     total = sum(n["gpus"] for n in nodes)
     queues = [{"name": "org"}]
@@ -35,27 +36,60 @@ def worlds(draw):
         g = draw(st.integers(0, max(0, left)))
         left -= g
         q = {"name": f"team{t}", "parent": "org", "guaranteed": {"gpu": g}}
-        if draw(st.booleans()):
+        if draw(st.integers(0, 3)) == 0:
             q["limit"] = {"gpu": g + draw(st.integers(0, 8))}
-        if draw(st.booleans()):
+        if draw(st.integers(0, 3)) == 0:
             q["user_limit"] = {"gpu": draw(st.integers(1, 8))}
-        if draw(st.booleans()):
+        if draw(st.integers(0, 3)) == 0:
             q["lending_limit"] = {"gpu": draw(st.integers(0, g))}
-        q["may_borrow"] = draw(st.integers(0, 4)) > 0
+        q["may_borrow"] = draw(st.integers(0, 5)) > 0
         queues.append(q)
-    preempt_after = draw(st.sampled_from([0, 30, 300]))
+    preempt_after = draw(st.sampled_from([0, 0, 30, 300]))
+    submit = st.tuples(
+        st.just("submit"), st.integers(0, teams - 1), st.sampled_from(["u1", "u2", "u3"]),
+        st.sampled_from(["training", "training", "batch", "batch", "notebook", "inference"]),
+        st.sampled_from([0, 1, 2, 2, 4, 4, 8]), st.sampled_from([None, None, None, None, None, "a100"]),
+        st.sampled_from([1, 1, 1, 2, 3]), st.sampled_from([None, 60.0, 600.0]),
+        st.sampled_from([None, None, None, "z1"]))
     ops = draw(st.lists(st.one_of(
-        st.tuples(st.just("submit"), st.integers(0, teams - 1), st.sampled_from(["u1", "u2", "u3"]),
-                  st.sampled_from(["notebook", "training", "batch", "inference"]),
-                  st.integers(0, 8), st.sampled_from(MODELS), st.integers(1, 3),
-                  st.sampled_from([None, 60.0, 600.0]), st.sampled_from([None, "z1"])),
+        submit, submit, submit, submit,
         st.tuples(st.just("cycle"), st.sampled_from([1, 10, 100, 1000])),
-        st.tuples(st.just("finish"), st.integers(0, 50)),
+        st.tuples(st.just("cycle"), st.sampled_from([1, 10, 100, 1000])),
         st.tuples(st.just("cancel"), st.integers(0, 50)),
         st.tuples(st.just("stopped"), st.integers(0, 50)),
-        st.tuples(st.just("drain"), st.integers(0, 4)),
-    ), min_size=5, max_size=60))
+        st.tuples(st.just("stopped"), st.integers(0, 50)),
+        st.tuples(st.just("drain"), st.integers(0, 19)),
+    ), min_size=40, max_size=120))
     return nodes, queues, preempt_after, ops
+
+
+@st.composite
+def contended_worlds(draw):
+    """Few healthy nodes, guarantees that add up to the cluster, more demand than supply:
+    borrowing, reclaim and priority preemption happen all the time."""
+    n_nodes = draw(st.integers(1, 3))
+    nodes = [{"name": f"n{i}", "gpus": 8, "gpu_model": "a100", "cpu": 64, "memory": "256Gi",
+              "labels": {"zone": "z1"}} for i in range(n_nodes)]
+    total = 8 * n_nodes
+    teams = draw(st.integers(2, 3))
+    cuts = sorted(draw(st.lists(st.integers(0, total), min_size=teams - 1, max_size=teams - 1)))
+    shares = [b - a for a, b in zip([0] + cuts, cuts + [total])]
+    queues = [{"name": "org"}] + [{"name": f"team{t}", "parent": "org", "guaranteed": {"gpu": g}}
+                                  for t, g in enumerate(shares)]
+    submit = st.tuples(
+        st.just("submit"), st.integers(0, teams - 1), st.sampled_from(["u1", "u2"]),
+        st.sampled_from(["training", "batch", "notebook"]), st.sampled_from([1, 2, 4, 8]),
+        st.just(None), st.sampled_from([1, 1, 1, 2]), st.sampled_from([None, 600.0]), st.just(None))
+    step = st.sampled_from(["submit"] * 6 + ["cycle"] * 3 + ["stopped"] * 2 + ["finish", "cancel"])
+    ops = []
+    for kind in draw(st.lists(step, min_size=40, max_size=120)):
+        if kind == "submit":
+            ops.append(draw(submit))
+        elif kind == "cycle":
+            ops.append(("cycle", draw(st.sampled_from([100, 1000]))))
+        else:
+            ops.append((kind, draw(st.integers(0, 50))))
+    return nodes, queues, draw(st.sampled_from([0, 300])), ops
 
 
 def build(nodes, queues, preempt_after, release):
@@ -124,15 +158,22 @@ def run(nodes, queues, preempt_after, ops, release, check=True):
     return log
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(worlds(), st.booleans())
 def test_invariants_hold_after_every_cycle(world, release):
     nodes, queues, preempt_after, ops = world
     run(nodes, queues, preempt_after, ops, release)
 
 
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(contended_worlds(), st.booleans())
+def test_invariants_hold_under_contention_and_preemption(world, release):
+    nodes, queues, preempt_after, ops = world
+    run(nodes, queues, preempt_after, ops, release)
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(worlds(), st.booleans())
+@given(st.one_of(worlds(), contended_worlds()), st.booleans())
 def test_same_input_same_decisions(world, release):
     nodes, queues, preempt_after, ops = world
     assert run(nodes, queues, preempt_after, ops, release, check=False) == \
