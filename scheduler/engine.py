@@ -17,7 +17,7 @@ from .blockers import (CAPACITY, GUARANTEE_ONLY, LENDING, NO_BORROW, NO_NODE, QU
                        STRICT_ORDER, USER_LIMIT, WAITING_PREEMPTION, Blocker)
 from .fairshare import FairShare
 from .model import ADMITTED, PREEMPTED, PREEMPTING, PriorityClass, Workload
-from .resources import CPU, GPU, MEMORY, flavor_key
+from .resources import CPU, GPU, MEMORY, add_into, flavor_key
 from .state import ClusterState
 
 # Blockers that preempting someone could lift.
@@ -71,18 +71,16 @@ class Engine:
             inf = math.inf
             return sorted(pending, key=lambda w: (w.time_limit if w.time_limit is not None else inf, w.seq))
         cap = st.inventory.capacity
-        fs, specs, classes = self.fairshare, st.tree.specs, st.classes
-        shares: dict[str, float] = {}
-
-        def share(key: str, weight: float) -> float:
-            s = shares.get(key)
-            if s is None:
-                s = shares[key] = fs.share(key, cap, weight)
-            return s
+        fs, specs = self.fairshare, st.tree.specs
+        neg_rank = {name: -c.rank for name, c in st.classes.items()}
+        qshare = {q: fs.share(q, cap, specs[q].weight) for q in specs}
+        ushare: dict[tuple[str, str], float] = {}
 
         def key(w: Workload):
-            return (-classes[w.priority].rank, share(w.queue, specs[w.queue].weight),
-                    share(w.queue + "/" + w.user, 1.0), w.seq)
+            u = ushare.get((w.queue, w.user))
+            if u is None:
+                u = ushare[(w.queue, w.user)] = fs.share(w.queue + "/" + w.user, cap, 1.0)
+            return (neg_rank[w.priority], qshare[w.queue], u, w.seq)
 
         return sorted(pending, key=key)
 
@@ -129,9 +127,12 @@ class Engine:
             use_reserved = not res.reservations or (
                 w.time_limit is not None and shadow is not None and now + w.time_limit <= shadow)
             rsv = None if use_reserved else reserved
-            out = self._try(w, now, rsv)
-            if isinstance(out, Blocker) and out.code == CAPACITY and rsv:
-                if isinstance(self._try(w, now, None), list):
+            settled = cfg.backfill == "skip" or len(res.reservations) >= cfg.reservations
+            if settled and self._known_to_fail(w, cls, rsv, res):
+                continue
+            out = self._quota(w) or self._place(w, rsv)
+            if rsv and isinstance(out, Blocker) and out.code == CAPACITY:
+                if isinstance(self._place(w, None), list):
                     holder = res.reservations[0].workload
                     out = Blocker(RESERVED, queue=holder.queue, other=holder.id)
             if not isinstance(out, Blocker):
@@ -150,9 +151,36 @@ class Engine:
                     backfill.merge(reserved, r.nodes)
                     shadow = None if (shadow is None or r.shadow is None) else min(shadow, r.shadow)
 
+    def _known_to_fail(self, w: Workload, cls: PriorityClass, rsv, res: CycleResult) -> bool:
+        """Fast path for a long tail of pending work: its shape already failed to place
+        and preemption already failed for its kind, so it cannot start this cycle
+        whatever its quota says (``explain`` refines the reason on demand)."""
+        failed = self._fail_cache.get(self._shape(w, rsv is None))
+        if failed is None:
+            return False
+        if rsv is not None and self._fail_cache.get(self._shape(w, True)) is None:
+            return False    # might be held back only by the reservation: take the full path
+        if self.config.preemption and self._preempt_key(w, cls) not in self._preempt_fail:
+            return False
+        res.blockers[w.id] = failed
+        return True
+
+    @staticmethod
+    def _shape(w: Workload, unreserved: bool) -> tuple:
+        r, sel = w.request, w.node_selector
+        return (w.gpu_model, w.workers, r.get(GPU, 0), r.get(CPU, 0), r.get(MEMORY, 0),
+                tuple(sorted(sel.items())) if sel else (), unreserved)
+
+    @staticmethod
+    def _preempt_key(w: Workload, cls: PriorityClass) -> tuple:
+        r, sel = w.request, w.node_selector
+        return (w.queue, cls.rank, w.gpu_model, w.workers, r.get(GPU, 0), r.get(CPU, 0), r.get(MEMORY, 0),
+                tuple(sorted(sel.items())) if sel else ())
+
     def _admit(self, w: Workload, placement, now: float, res: CycleResult) -> None:
         self.state.allocate(w, placement, now, ADMITTED)
-        waits = self._leaving.relied_on(self.state.inventory, placement)
+        waits = self._leaving.relied_on(self.state.inventory, placement) or \
+            self._leaving.quota_relied_on(self.state, w)
         if waits:
             self._nominated.append(w)
             res.blockers[w.id] = Blocker(WAITING_PREEMPTION, need=waits)
@@ -163,6 +191,10 @@ class Engine:
 
     def _try(self, w: Workload, now: float, reserved) -> list | Blocker:
         """A placement if ``w`` may start now, else the first reason it may not."""
+        return self._quota(w) or self._place(w, reserved)
+
+    def _quota(self, w: Workload) -> Blocker | None:
+        """The first quota rule ``w`` would break (limits, guarantee, lending), if any."""
         st = self.state
         tree, total = st.tree, w.total
         hit = tree.over_limit(w.queue, total)
@@ -187,9 +219,12 @@ class Engine:
         k = tree.lending_blocks(w.queue, total, cap)
         if k:
             return Blocker(LENDING, k, w.queue, tree._topsum.get(k, 0), cap.get(k, 0), total[k])
-        sel = w.node_selector
-        shape = (w.gpu_model, w.workers, w.request.get(GPU, 0), w.request.get(CPU, 0),
-                 w.request.get(MEMORY, 0), tuple(sorted(sel.items())) if sel else (), reserved is None)
+        return None
+
+    def _place(self, w: Workload, reserved) -> list | Blocker:
+        """A placement for every worker of ``w``, or why there is none (cached per shape)."""
+        st = self.state
+        shape = self._shape(w, reserved is None)
         failed = self._fail_cache.get(shape)
         if failed is not None:
             return failed
@@ -223,7 +258,7 @@ class Engine:
 
     def _preempt(self, w: Workload, cls: PriorityClass, now: float, reserved, res: CycleResult) -> bool:
         st = self.state
-        key = (w.queue, cls.rank, w.gpu_model, w.workers, tuple(sorted(w.request.items())))
+        key = self._preempt_key(w, cls)
         if key in self._preempt_fail:
             return False
         if self._victims is None:
@@ -284,6 +319,42 @@ class Leaving:
             self.gpus.setdefault(a.node, set()).update(a.gpus)
             self.cpu[a.node] = self.cpu.get(a.node, 0) + v.request.get(CPU, 0)
             self.memory[a.node] = self.memory.get(a.node, 0) + v.request.get(MEMORY, 0)
+
+    def quota_relied_on(self, state, w: Workload) -> int:
+        """How many leaving workloads must stop before ``w`` (already charged) is within
+        its queue limits, user limit and, for work that may not borrow, its guarantee."""
+        if not self.workloads:
+            return 0
+        tree = state.tree
+        chain = tree.chain[w.queue]
+        mine = [v for v in self.workloads if v.queue in chain or any(q in chain for q in tree.chain[v.queue])]
+        if not mine:
+            return 0
+        gone: dict[str, dict[str, int]] = {}
+        gone_user: dict[str, int] = {}
+        for v in mine:
+            for q in tree.chain[v.queue]:
+                if q in chain:
+                    add_into(gone.setdefault(q, {}), v.total)
+            if v.queue == w.queue and v.user == w.user:
+                add_into(gone_user, v.total)
+        cls = state.classes[w.priority]
+        for q in chain:
+            u, g = tree.usage[q], gone.get(q, {})
+            for k, lim in tree.limit[q].items():
+                if u.get(k, 0) + g.get(k, 0) > lim and g.get(k):
+                    return len(mine)
+        ulim = tree.specs[w.queue].limit_for_user(w.user)
+        uu = tree.user_usage.get((w.queue, w.user), {})
+        for k, lim in ulim.items():
+            if uu.get(k, 0) + gone_user.get(k, 0) > lim and gone_user.get(k):
+                return len(mine)
+        if not (cls.preemptible and cls.may_borrow):
+            u, g, gov = tree.usage[w.queue], gone.get(w.queue, {}), tree.governed[w.queue]
+            for k, v in g.items():
+                if k in gov and v and u.get(k, 0) + v > tree.guaranteed[w.queue].get(k, 0):
+                    return len(mine)
+        return 0
 
     def relied_on(self, inv, placement) -> int:
         """How many leaving workloads ``placement`` (already allocated) must wait for."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 
 from .backfill import expected_end
-from .blockers import Blocker
+from .blockers import CAPACITY, NO_NODE, Blocker
 from .engine import Engine, EngineConfig
 from .model import PENDING, TERMINAL, Workload
 from .state import ClusterState
@@ -20,18 +20,12 @@ from .state import ClusterState
 MAX_STEPS = 500
 
 
-def positions(sched, w: Workload) -> tuple[int, int, int, int]:
-    """(position in queue, queue length, overall position, overall length), 1-based."""
-    order = sched.last.order if sched.last is not None else [x.id for x in sched.engine.order()]
-    pending = sched.state.pending
-    ids = [i for i in order if i in pending]
-    if w.id not in pending:
-        return 0, 0, 0, len(ids)
-    if w.id not in ids:        # submitted after the last cycle: it is last for now
-        ids.append(w.id)
-    overall = ids.index(w.id) + 1
-    same = [i for i in ids if pending[i].queue == w.queue]
-    return same.index(w.id) + 1, len(same), overall, len(ids)
+def positions(order: list[Workload], w: Workload) -> tuple[int, int, int, int]:
+    """(position in queue, queue length, overall position, overall length), 1-based,
+    in the engine's current order of all pending work."""
+    overall = next(i for i, x in enumerate(order) if x is w) + 1
+    same = [x for x in order if x.queue == w.queue]
+    return same.index(w) + 1, len(same), overall, len(order)
 
 
 def explain(sched, w: Workload, now: float) -> dict:
@@ -39,25 +33,30 @@ def explain(sched, w: Workload, now: float) -> dict:
     if w.state != PENDING:
         out["reason"] = w.reason or w.state
         return out
-    qpos, qlen, pos, total = positions(sched, w)
+    order = sched.engine.order()
+    qpos, qlen, pos, total = positions(order, w)
     blocker: Blocker | None = sched.last.blockers.get(w.id) if sched.last else None
+    if blocker is None or blocker.code in (CAPACITY, NO_NODE):
+        # The cycle skips quota checks for work that cannot be placed anyway; a quota
+        # rule that holds it back is the more useful thing to say.
+        blocker = sched.engine._quota(w) or blocker
     out.update(position_in_queue=qpos, queue_length=qlen, position=pos, pending=total)
     if blocker is None:
         out["reason"] = "waiting for the next scheduling cycle"
     else:
         out["reason"] = blocker.text(w)
         out["blocker"] = blocker.to_dict()
-    eta, why = estimate_start(sched, w, now)
+    eta, why = estimate_start(sched, w, now, order)
     out["eta"] = eta
     out["eta_seconds"] = None if eta is None else max(0.0, eta - now)
     out["eta_reason"] = why
     return out
 
 
-def estimate_start(sched, target: Workload, now: float) -> tuple[float | None, str]:
+def estimate_start(sched, target: Workload, now: float, order=None) -> tuple[float | None, str]:
     """Simulate forward until ``target`` is admitted: (time, how the estimate was made)."""
     st = sched.state
-    order = sched.engine.order()
+    order = sched.engine.order() if order is None else order
     ids = [w.id for w in order]
     if target.id not in ids:
         return None, "not pending"

@@ -17,6 +17,7 @@ reclaim: a borrower is only a candidate while its queue is above guarantee.
 from __future__ import annotations
 
 from .model import PREEMPTING, PriorityClass, Workload
+from .resources import CPU, GPU, MEMORY, flavor_key
 
 
 class VictimIndex:
@@ -70,38 +71,71 @@ def candidates(state, index: VictimIndex, w: Workload, cls: PriorityClass) -> li
     return [v for _, v in out]
 
 
-def choose(state, w: Workload, cands: list[Workload], attempt, limit: int, node_tries: int = 32):
+def choose(state, w: Workload, cands: list[Workload], attempt, limit: int):
     """Victims for ``w``: released, with the placement they make possible; or (None, []).
 
-    A single-node workload first looks node by node (victims on one node free
-    that node, so the set stays small); otherwise, and as a fallback, victims
-    are released in preference order across the cluster. Either way,
-    unnecessary victims are given back afterwards.
+    A single-node workload first looks node by node, with arithmetic only: the
+    node that needs the fewest (then most preferred) victims to fit is tried
+    first, so the set stays small. Otherwise, and as a fallback, victims are
+    released in preference order across the cluster. Either way, unnecessary
+    victims are given back afterwards.
     """
     cands = cands[:limit]
+    if not _could_fit(state, w, cands):
+        return None, []
     if w.workers == 1:
-        by_node: dict[str, list[Workload]] = {}
-        for v in cands:
-            for a in v.placement:
-                group = by_node.setdefault(a.node, [])
-                if not group or group[-1] is not v:
-                    group.append(v)
-        best = None
-        for node, group in list(by_node.items())[:node_tries]:
-            placement, chosen = _greedy(state, w, group, attempt)
-            if placement is not None:
-                score = (len(chosen), [cands.index(v) for v in chosen])
-                if best is None or score < best[0]:
-                    best = (score, chosen)
-                for v in reversed(chosen):
-                    state.restore(v)
-                if len(chosen) == 1 and score[1][0] == 0:
-                    break   # cannot do better than the single most preferred victim
+        best = _best_node_group(state, w, cands)
         if best is not None:
-            placement, chosen = _greedy(state, w, best[1], attempt)
+            placement, chosen = _greedy(state, w, best, attempt)
             if placement is not None:
                 return placement, chosen
     return _greedy(state, w, cands, attempt)
+
+
+def _could_fit(state, w: Workload, cands: list[Workload]) -> bool:
+    """Cheap bound: even freeing every candidate, are there enough GPUs of the model?"""
+    need = w.request.get(GPU, 0) * w.workers
+    if not need:
+        return True
+    inv = state.inventory
+    key = flavor_key(w.gpu_model) if w.gpu_model else GPU
+    freeable = sum(len(a.gpus) for v in cands for a in v.placement
+                   if not w.gpu_model or inv.nodes[a.node].spec.gpu_model == w.gpu_model)
+    return inv.free.get(key, 0) + freeable >= need
+
+
+def _best_node_group(state, w: Workload, cands: list[Workload]) -> list[Workload] | None:
+    inv = state.inventory
+    g, cpu, mem = w.request.get(GPU, 0), w.request.get(CPU, 0), w.request.get(MEMORY, 0)
+    rank = {v.id: i for i, v in enumerate(cands)}
+    groups: dict[str, list[Workload]] = {}
+    for v in cands:
+        for a in v.placement:
+            grp = groups.setdefault(a.node, [])
+            if not grp or grp[-1] is not v:
+                grp.append(v)
+    best = None
+    for name, grp in groups.items():
+        n = inv.nodes[name]
+        spec = n.spec
+        if not spec.schedulable or (w.gpu_model and spec.gpu_model != w.gpu_model) \
+                or (w.node_selector and not n.matches(w.node_selector)):
+            continue
+        fg, fc, fm = len(n.free_gpus), n.free_cpu, n.free_memory
+        chosen = []
+        for v in grp:
+            if fg >= g and fc >= cpu and fm >= mem:
+                break
+            chosen.append(v)
+            fg += sum(len(a.gpus) for a in v.placement if a.node == name)
+            per = sum(1 for a in v.placement if a.node == name)
+            fc += v.request.get(CPU, 0) * per
+            fm += v.request.get(MEMORY, 0) * per
+        if fg >= g and fc >= cpu and fm >= mem and chosen:
+            score = (len(chosen), sorted(rank[v.id] for v in chosen))
+            if best is None or score < best[0]:
+                best = (score, chosen)
+    return None if best is None else best[1]
 
 
 def _greedy(state, w: Workload, cands: list[Workload], attempt):

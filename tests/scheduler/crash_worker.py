@@ -1,6 +1,6 @@
 """A scheduler process for the crash tests: run it, SIGKILL it, look at what survived.
 
-    python crash_worker.py STORE_URL SEED ACK_FILE [release]
+    python crash_worker.py STORE_URL SEED ACK_FILE [--release] [--die-at-write N [--anywhere]]
 
 It opens ``Scheduler(SqlStore(STORE_URL))`` and, if the database is new (or
 an earlier run was killed half way through setting up), creates the nodes and
@@ -20,13 +20,19 @@ fsync'ed) strictly after the call that committed it returned:
     D <n>     that cycle has committed
     READY     setup is done, the loop starts
 
-``release`` as the 4th argument runs with ``EngineConfig(release_on_preempt=True)``.
+``--release`` runs with ``EngineConfig(release_on_preempt=True)``.
+``--die-at-write N`` makes the process SIGKILL itself just before the N-th store
+write made inside a cycle (with ``--anywhere``: inside any transaction), so the
+kill is certain to land in the middle of a transaction; otherwise the parent
+kills it at a random moment.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import random
+import signal
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -51,7 +57,7 @@ QUEUES = [   # parents before children
 TEAMS = [q["name"] for q in QUEUES if q.get("parent")]
 USERS = ["ada", "bob", "cy", "dee"]
 MAX_PENDING = 150
-PREEMPT_AFTER = 1.0
+PREEMPT_AFTER = 0.0
 
 
 class Acks:
@@ -72,9 +78,8 @@ def setup(s: Scheduler, now: float) -> None:
     for q in QUEUES:
         if q["name"] not in s.state.tree.specs:
             s.put_queue(q, now=now)
-    # Preemptible classes may be preempted after 1 s (the clock advances >= 1 s per
-    # cycle), so preemption happens within a short run. Not 0: with 0, work admitted
-    # in a cycle can be chosen as a victim in the same cycle (see the crash tests' notes).
+    # Training may be preempted at once (as batch may by default), so preemption
+    # happens within a short run.
     for name in ("training", "preemptible"):
         d = s.state.classes[name].to_dict()
         if d["preempt_after"] != PREEMPT_AFTER:
@@ -99,15 +104,47 @@ def spec(rng: random.Random, small: bool = False) -> dict:
     return d
 
 
+WRITES = ("put_workload", "add_event", "open_allocation", "close_allocation", "put_fairshare",
+          "put_node", "put_queue", "put_class")
+
+
+def die_at_write(store: SqlStore, n: int, anywhere: bool, in_cycle: list[bool]) -> None:
+    """SIGKILL this process just before the ``n``-th write (in a cycle unless ``anywhere``)."""
+    count = [0]
+
+    def wrap(name):
+        real = getattr(store, name)
+
+        def write(*a, **kw):
+            if anywhere or in_cycle[0]:
+                count[0] += 1
+                if count[0] >= n:
+                    os.kill(os.getpid(), signal.SIGKILL)
+            return real(*a, **kw)
+        setattr(store, name, write)
+
+    for name in WRITES:
+        wrap(name)
+
+
 def main(argv: list[str]) -> None:
-    url, seed, ack_path = argv[0], int(argv[1]), argv[2]
-    release = len(argv) > 3 and argv[3] == "release"
-    rng = random.Random(seed)
-    acks = Acks(ack_path)
-    s = Scheduler(SqlStore(url), config=EngineConfig(release_on_preempt=release))
+    p = argparse.ArgumentParser()
+    p.add_argument("url")
+    p.add_argument("seed", type=int)
+    p.add_argument("ack")
+    p.add_argument("--release", action="store_true")
+    p.add_argument("--die-at-write", type=int, default=0)
+    p.add_argument("--anywhere", action="store_true")
+    args = p.parse_args(argv)
+    rng = random.Random(args.seed)
+    acks = Acks(args.ack)
+    s = Scheduler(SqlStore(args.url), config=EngineConfig(release_on_preempt=args.release))
+    in_cycle = [False]
     now = (s.engine.fairshare.time or 0.0) + 1.0
     setup(s, now)
     acks.write(["READY"])
+    if args.die_at_write:
+        die_at_write(s.store, args.die_at_write, args.anywhere, in_cycle)
     cycles = 0
 
     def submit(small: bool = False) -> None:
@@ -133,7 +170,9 @@ def main(argv: list[str]) -> None:
         now += rng.choice([1.0, 5.0, 30.0, 300.0])
         cycles += 1
         acks.write([f"C {cycles}"], sync=False)
+        in_cycle[0] = True
         res = s.cycle(now=now)
+        in_cycle[0] = False
         acks.write([f"A {w.id}" for w in res.admitted] + [f"D {cycles}"])
         for w in list(res.admitted):
             if w.state == ADMITTED and rng.random() < 0.7:

@@ -7,7 +7,8 @@ cycle commit. The test kills it with SIGKILL after a random, seeded delay (so
 kills land inside cycles and inside large transactions), then opens the
 database in this process and checks that:
 
-- the scheduler's invariants hold on the reloaded state;
+- the scheduler's invariants hold on the reloaded state (queue and user
+  limits aside, see ``CHECK_LIMITS``);
 - every acknowledged submission exists;
 - every acknowledged admission is durable: its ``admitted`` event and ledger
   interval exist, and its state agrees with its latest admission event
@@ -40,7 +41,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from crash_worker import NODES, QUEUES, setup
+from crash_worker import setup
 from scheduler import EngineConfig, Scheduler
 from scheduler.invariants import violations
 from scheduler.model import ADMITTED, HOLDING, PENDING, PREEMPTING, RUNNING, TERMINAL
@@ -48,8 +49,14 @@ from scheduler.store import tables as T
 from scheduler.store.sql import SqlStore
 
 WORKER = Path(__file__).with_name("crash_worker.py")
-ROUNDS = 8
+ROUNDS = 10
 READY_TIMEOUT = 60.0
+SELF_KILL_TIMEOUT = 20.0
+# Queue and user limits are left out of the invariants checked after a crash: with
+# release_on_preempt=False the engine lets new work use the quota of victims that are
+# still stopping (PREEMPTING), so a user or queue can be over its limit until they
+# stop. That is an engine matter, not a durability one; set True once it is fixed.
+CHECK_LIMITS = True
 
 
 class Acks:
@@ -86,9 +93,15 @@ def kill(proc: subprocess.Popen) -> None:
     proc.wait(timeout=30)       # reaped: no zombie is left behind
 
 
-def run_and_kill(url: str, seed: int, ack: Path, log: Path, release: bool, delay: float,
-                 wait_ready: bool) -> None:
-    args = [sys.executable, str(WORKER), url, str(seed), str(ack)] + (["release"] if release else [])
+def run_and_kill(url: str, seed: int, ack: Path, log: Path, *, release: bool = False,
+                 delay: float = 0.0, wait_ready: bool = True, die_at_write: int = 0,
+                 anywhere: bool = False) -> None:
+    """Run the worker and SIGKILL it ``delay`` s after it is ready (or after it starts);
+    with ``die_at_write`` it kills itself in the middle of a transaction."""
+    args = [sys.executable, str(WORKER), url, str(seed), str(ack)]
+    args += ["--release"] if release else []
+    args += ["--die-at-write", str(die_at_write)] if die_at_write else []
+    args += ["--anywhere"] if anywhere else []
     with open(log, "wb") as err:
         proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=err, stderr=err)
     try:
@@ -98,12 +111,18 @@ def run_and_kill(url: str, seed: int, ack: Path, log: Path, release: bool, delay
                 if proc.poll() is not None or time.monotonic() > deadline:
                     pytest.fail(f"worker did not get ready (rc={proc.poll()}):\n{log.read_text()}")
                 time.sleep(0.01)
-        time.sleep(delay)
-        if proc.poll() is not None:
-            pytest.fail(f"worker died by itself (rc={proc.returncode}):\n{log.read_text()}")
+        if die_at_write:
+            try:
+                proc.wait(timeout=SELF_KILL_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"worker did not reach store write {die_at_write} in {SELF_KILL_TIMEOUT} s")
+        else:
+            time.sleep(delay)
+            if proc.poll() is not None:
+                pytest.fail(f"worker died by itself (rc={proc.returncode}):\n{log.read_text()}")
     finally:
         kill(proc)
-    assert proc.returncode == -signal.SIGKILL
+    assert proc.returncode == -signal.SIGKILL, log.read_text()
 
 
 def held_in_db(store: SqlStore) -> set[tuple[str, int, str]]:
@@ -119,7 +138,7 @@ def held_in_memory(s: Scheduler) -> set[tuple[str, int, str]]:
 def check_consistent(s: Scheduler) -> dict:
     """The loaded state, and the database, agree with themselves and each other."""
     store = s.store
-    assert violations(s.state) == []
+    assert violations(s.state, check_limits=CHECK_LIMITS) == []
     for w in s.state.workloads.values():
         assert w.state not in TERMINAL
         assert (w.id in s.state.holding) == (w.state in HOLDING), w.id
@@ -182,17 +201,30 @@ def carry_on(s: Scheduler, acks: Acks) -> None:
 
 
 def crash_rounds(url: str, tmp_path: Path, seed: int) -> Acks:
+    """ROUNDS kills on one database, each followed by a restart and the checks.
+
+    Round 0 kills during start-up on the empty database (migration, setup); odd
+    rounds after a random 0.05-0.6 s of work; even rounds let the worker kill
+    itself at a random store write inside a cycle's transaction (round 6: inside
+    any transaction). Every third round runs with ``release_on_preempt``."""
     rng = random.Random(seed)
     acks = Acks()
+    in_cycle_rounds = 0
     for r in range(ROUNDS):
         ack, log = tmp_path / f"acks{r}.txt", tmp_path / f"worker{r}.log"
-        release = r % 3 == 2
-        # Round 1 kills during start-up (migration, loading, setup); the others once
-        # the loop runs, after 0.05-0.6 s.
-        early = r == 1
-        delay = rng.uniform(0.0, 0.5) if early else rng.uniform(0.05, 0.6)
-        run_and_kill(url, seed * 100 + r, ack, log, release, delay, wait_ready=not early)
-        acks.kills_in_cycle += acks.read(ack)
+        kw = dict(release=r % 3 == 2)
+        if r == 0:
+            kw.update(wait_ready=False, delay=rng.uniform(0.1, 0.8))
+        elif r % 2 == 1:
+            kw.update(delay=rng.uniform(0.05, 0.6))
+        else:
+            kw.update(die_at_write=rng.randint(1, 250), anywhere=r == 6)
+            in_cycle_rounds += r != 6
+        run_and_kill(url, seed * 100 + r, ack, log, **kw)
+        in_cycle = acks.read(ack)
+        acks.kills_in_cycle += in_cycle
+        if kw.get("die_at_write") and not kw.get("anywhere"):
+            assert in_cycle, "the worker was to kill itself inside a cycle"
         store = SqlStore(url)
         try:
             s = Scheduler(store)
@@ -201,6 +233,7 @@ def crash_rounds(url: str, tmp_path: Path, seed: int) -> Acks:
                 carry_on(s, acks)
         finally:
             store.close()
+    assert acks.kills_in_cycle >= in_cycle_rounds
     return acks
 
 

@@ -76,6 +76,11 @@ def contended_worlds(draw):
     shares = [b - a for a, b in zip([0] + cuts, cuts + [total])]
     queues = [{"name": "org"}] + [{"name": f"team{t}", "parent": "org", "guaranteed": {"gpu": g}}
                                   for t, g in enumerate(shares)]
+    for q in queues[1:]:
+        if draw(st.integers(0, 2)) == 0:
+            q["user_limit"] = {"gpu": draw(st.integers(2, 8))}
+        if draw(st.integers(0, 2)) == 0:
+            q["limit"] = {"gpu": q["guaranteed"]["gpu"] + draw(st.integers(0, 8))}
     submit = st.tuples(
         st.just("submit"), st.integers(0, teams - 1), st.sampled_from(["u1", "u2"]),
         st.sampled_from(["training", "batch", "notebook"]), st.sampled_from([1, 2, 4, 8]),
