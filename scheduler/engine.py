@@ -11,6 +11,9 @@ import math
 import time as _time
 from dataclasses import dataclass, field
 
+from traitlets import Bool, Enum, Float, Integer, TraitError, validate
+from traitlets.config import Configurable
+
 from . import backfill, preemption
 from .backfill import Reservation
 from .blockers import (CAPACITY, GUARANTEE_ONLY, LENDING, NO_BORROW, NO_NODE, QUEUE_LIMIT, RESERVED,
@@ -24,18 +27,48 @@ from .state import ClusterState
 _PREEMPTION_HELPS = {CAPACITY, QUEUE_LIMIT, USER_LIMIT, GUARANTEE_ONLY, NO_BORROW, LENDING}
 
 
-@dataclass
-class EngineConfig:
-    """How the engine decides. The defaults are ComputeHub's policy; trace
-    replay expresses FIFO and the classic policies as other settings."""
+class EngineConfig(Configurable):
+    """How the engine decides. The defaults are ComputeHub's policy; trace replay
+    expresses FIFO and the classic policies as other settings of the same engine."""
 
-    backfill: str = "reserve"       # "none": strict order; "skip": anything that fits; "reserve": EASY
-    preemption: bool = True
-    order: str = "priority"         # "priority" (rank, fair share, age), "fifo", "sjf"
-    half_life: float = 7 * 86400.0  # seconds; fair-share usage decay
-    reservations: int = 1           # how many blocked workloads hold a backfill reservation
-    release_on_preempt: bool = False  # True: victims stop at once (replay); False: wait for them
-    max_victims_tried: int = 256
+    backfill = Enum(
+        ["none", "skip", "reserve"], default_value="reserve", config=True,
+        help="""What may start when the work at the head of the line cannot.
+        'reserve' (EASY backfill): the first such workload reserves the capacity it will
+        get when running work ends at its declared time limit; others start on the rest,
+        or on the reserved capacity if their own declared time limit ends before then.
+        'skip': anything that fits starts. 'none': strict order, nothing passes.""")
+    preemption = Bool(
+        True, config=True,
+        help="Preempt lower-ranked or borrowed work (reclaim) to admit work that is entitled to it.")
+    order = Enum(
+        ["priority", "fifo", "sjf"], default_value="priority", config=True,
+        help="""Order of pending work. 'priority': class rank, then fair share, then age.
+        'fifo': submission order. 'sjf': shortest declared time limit first (replay studies).""")
+    half_life = Float(
+        7 * 86400.0, config=True,
+        help="Half-life of past usage in fair share, in seconds (Slurm's PriorityDecayHalfLife).")
+    reservations = Integer(
+        1, config=True,
+        help="How many blocked workloads (first in line) hold a backfill reservation at a time.")
+    release_on_preempt = Bool(
+        False, config=True,
+        help="""True: a preempted workload's resources are free at once (trace replay).
+        False: it keeps them until its launcher reports it stopped; whoever needs them waits.""")
+    max_victims_tried = Integer(
+        256, config=True,
+        help="The most preemption candidates considered for one pending workload per cycle.")
+
+    @validate("half_life")
+    def _positive_half_life(self, proposal):
+        if proposal["value"] <= 0:
+            raise TraitError("half_life must be a positive number of seconds")
+        return proposal["value"]
+
+    def copy(self, **changes) -> "EngineConfig":
+        values = {name: getattr(self, name) for name in self.trait_names(config=True)}
+        values.update(changes)
+        return EngineConfig(**values)
 
 
 @dataclass
@@ -116,6 +149,7 @@ class Engine:
 
     def _admit_in_order(self, order: list[Workload], now: float, res: CycleResult) -> None:
         st, cfg = self.state, self.config
+        backfill_mode, n_reservations, preempt = cfg.backfill, cfg.reservations, cfg.preemption
         reserved: dict = {}
         shadow: float | None = math.inf
         strict: Workload | None = None
@@ -127,7 +161,7 @@ class Engine:
             use_reserved = not res.reservations or (
                 w.time_limit is not None and shadow is not None and now + w.time_limit <= shadow)
             rsv = None if use_reserved else reserved
-            settled = cfg.backfill == "skip" or len(res.reservations) >= cfg.reservations
+            settled = backfill_mode == "skip" or len(res.reservations) >= n_reservations
             if settled and self._known_to_fail(w, cls, rsv, res):
                 continue
             out = self._quota(w) or self._place(w, rsv)
@@ -138,13 +172,13 @@ class Engine:
             if not isinstance(out, Blocker):
                 self._admit(w, out, now, res)
                 continue
-            if cfg.preemption and out.code in _PREEMPTION_HELPS and self._preempt(w, cls, now, rsv, res):
+            if preempt and out.code in _PREEMPTION_HELPS and self._preempt(w, cls, now, rsv, res):
                 continue
             res.blockers[w.id] = out
             if out.code in (CAPACITY, RESERVED):
-                if cfg.backfill == "none":
+                if backfill_mode == "none":
                     strict = w
-                elif cfg.backfill == "reserve" and len(res.reservations) < cfg.reservations \
+                elif backfill_mode == "reserve" and len(res.reservations) < n_reservations \
                         and out.code == CAPACITY:
                     r = backfill.reserve(st.inventory, list(st.holding.values()), w, now, reserved)
                     res.reservations.append(r)

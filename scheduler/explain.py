@@ -13,7 +13,7 @@ import copy
 
 from .backfill import expected_end
 from .blockers import CAPACITY, NO_NODE, Blocker
-from .engine import Engine, EngineConfig
+from .engine import Engine
 from .model import PENDING, TERMINAL, Workload
 from .state import ClusterState
 
@@ -70,7 +70,7 @@ def estimate_start(sched, target: Workload, now: float, order=None) -> tuple[flo
         c.metadata = dict(w.metadata)
         copies[c.id] = c
         clone.add(c)
-    cfg = EngineConfig(**{**sched.config.__dict__, "release_on_preempt": True})
+    cfg = sched.config.copy(release_on_preempt=True)
     eng = Engine(clone, cfg)
     eng.fairshare.load(sched.engine.fairshare.time, sched.engine.fairshare.usage)
     t = now

@@ -124,7 +124,7 @@ def build(capacity_gpus: int, policy: str = "default", n_teams: int = N_TEAMS,
         raise ValueError(f"unknown policy {policy!r} (choose from {', '.join(POLICIES)})")
     if n_teams < 1:
         raise ValueError(f"the number of teams must be at least 1, not {n_teams}")
-    sched = Scheduler(MemoryStore(keep_events=False), EngineConfig(**vars(p.config)),
+    sched = Scheduler(MemoryStore(keep_events=False), p.config.copy(),
                       clock=clock or (lambda: 0.0))
     for i, gpus in enumerate(node_sizes(capacity_gpus)):
         sched.put_node({"name": f"node-{i:04d}", "gpus": gpus, "cpu": 256, "memory": "2Ti"}, now=0.0)
