@@ -14,9 +14,10 @@ import time as _time
 from . import ledger, reclaim, validation
 from .engine import CycleResult, Engine, EngineConfig
 from .errors import Conflict, NotFound
-from .model import (ADMITTED, CANCELLED, FAILED, FINISHED, HOLDING, PENDING, PREEMPTED, PREEMPTING,
+from .model import (ADMITTED, AWAITING_APPROVAL, CANCELLED, REJECTED, FAILED, FINISHED, HOLDING, PENDING, PREEMPTED, PREEMPTING,
                     RECLAIMED, RUNNING, TERMINAL, Allocation, Event, NodeSpec, PriorityClass, QueueSpec,
                     Workload, default_classes)
+from .resources import fmt_amount, label, render
 from .state import ClusterState
 from .store import MemoryStore, Store
 
@@ -170,12 +171,49 @@ class Scheduler:
         now = self._now(now)
         seq = self.next_seq
         w = Workload(id=f"w{seq:07d}", seq=seq, submitted_at=now, **fields)
+        over = self._needs_approval(w)
+        if over:
+            w.state, w.reason = AWAITING_APPROVAL, over
         with self._tx():
             self.store.put_workload(w)
             self._event(now, "submitted", w, "", user=w.user, queue=w.queue, priority=w.priority,
-                        request=w.request, workers=w.workers)
+                        request=render(w.request), workers=w.workers)
+            if over:
+                self._event(now, "approval_requested", w, over)
         self.next_seq = seq + 1
         self.state.add(w)
+        return w
+
+    def _needs_approval(self, w: Workload) -> str:
+        above = self.state.tree.specs[w.queue].approval_above
+        for k, v in w.total.items():
+            if k in above and v > above[k]:
+                return (f"asks for {fmt_amount(k, v)} {label(k)}; queue {w.queue} needs an admin's "
+                        f"approval above {fmt_amount(k, above[k])}")
+        return ""
+
+    def approvals(self) -> list[Workload]:
+        """Workloads waiting for an admin's decision, oldest first."""
+        return self.workloads(states=(AWAITING_APPROVAL,))
+
+    def decide(self, workload_id: str, approve: bool, now=None, actor: str = "",
+               reason: str = "") -> Workload:
+        """An admin approves (the workload joins the line, keeping its age) or rejects it."""
+        w = self.get(workload_id)
+        if w.state != AWAITING_APPROVAL:
+            raise Conflict(f"workload {workload_id} is {w.state}, not awaiting approval")
+        now = self._now(now)
+        if approve:
+            w.state, w.reason = PENDING, ""
+        else:
+            w.state, w.ended_at, w.reason = REJECTED, now, reason or "rejected by an admin"
+        with self._tx():
+            self.store.put_workload(w)
+            self._event(now, "approved" if approve else "rejected", w, reason, actor=actor)
+        if approve:
+            self.state.pending[w.id] = w
+        else:
+            self.state.forget(w)
         return w
 
     def get(self, workload_id: str) -> Workload:
@@ -190,7 +228,7 @@ class Scheduler:
             raise Conflict(f"workload {workload_id} already ended ({w.state})")
         now = self._now(now)
         with self._tx():
-            if w.state == PENDING:
+            if w.state in (PENDING, AWAITING_APPROVAL):
                 self.state.pending.pop(w.id, None)
                 w.state, w.ended_at, w.reason = CANCELLED, now, reason
                 self.store.put_workload(w)

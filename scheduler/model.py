@@ -21,6 +21,7 @@ DEFAULT_CLASS_FOR_KIND = {
 }
 
 # Workload states.
+AWAITING_APPROVAL = "awaiting_approval"  # accepted, above its queue's approval threshold
 PENDING = "pending"          # accepted, waiting for admission
 ADMITTED = "admitted"        # placement assigned, resources held, launcher starting it
 RUNNING = "running"          # the launcher reports it running
@@ -30,8 +31,9 @@ FAILED = "failed"
 CANCELLED = "cancelled"
 PREEMPTED = "preempted"      # preempted and not requeued (class says so)
 RECLAIMED = "reclaimed"      # idle, its resources taken back
+REJECTED = "rejected"        # an admin refused the approval it needed
 HOLDING = (ADMITTED, RUNNING, PREEMPTING)   # states that hold an allocation
-TERMINAL = (FINISHED, FAILED, CANCELLED, PREEMPTED, RECLAIMED)
+TERMINAL = (FINISHED, FAILED, CANCELLED, PREEMPTED, RECLAIMED, REJECTED)
 
 
 @dataclass(slots=True)
@@ -97,6 +99,9 @@ class QueueSpec:
     idle quota of others; ``lending_limit`` caps how much of its idle guarantee
     others may borrow (absent resource = all of it). ``user_limit`` applies to
     every user in the queue unless ``user_limits`` names that user.
+    A workload asking for more than ``approval_above`` waits for an admin's
+    approval before it joins the line. ``groups`` names the JupyterHub groups
+    whose members may submit to the queue (and whose team leads see it).
     """
 
     name: str
@@ -109,6 +114,8 @@ class QueueSpec:
     user_limit: dict[str, int] = field(default_factory=dict)
     user_limits: dict[str, dict[str, int]] = field(default_factory=dict)
     idle: IdlePolicy = field(default_factory=IdlePolicy)
+    approval_above: dict[str, int] = field(default_factory=dict)
+    groups: list[str] = field(default_factory=list)
     description: str = ""
 
     def limit_for_user(self, user: str) -> dict[str, int]:
@@ -116,7 +123,7 @@ class QueueSpec:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        for k in ("guaranteed", "limit", "lending_limit", "user_limit"):
+        for k in ("guaranteed", "limit", "lending_limit", "user_limit", "approval_above"):
             d[k] = render(d[k])
         d["user_limits"] = {u: render(v) for u, v in self.user_limits.items()}
         return d
@@ -125,8 +132,9 @@ class QueueSpec:
     def from_dict(cls, d: dict) -> "QueueSpec":
         """From stored (already validated) form."""
         d = {k: d[k] for k in d if k in cls.__dataclass_fields__}
-        for k in ("guaranteed", "limit", "user_limit"):
+        for k in ("guaranteed", "limit", "user_limit", "approval_above"):
             d[k] = parse_vector(d.get(k))
+        d["groups"] = list(d.get("groups") or [])
         if d.get("lending_limit") is not None:
             d["lending_limit"] = parse_vector(d["lending_limit"])
         d["user_limits"] = {u: parse_vector(v) for u, v in (d.get("user_limits") or {}).items()}

@@ -113,8 +113,13 @@ def queue(d: dict | QueueSpec) -> QueueSpec:
     if policy.warn_after is not None and policy.release_after is not None \
             and policy.warn_after > policy.release_after:
         raise ValidationError("idle.warn_after must not be later than idle.release_after")
+    groups = d.get("groups") or []
+    if not isinstance(groups, list):
+        raise ValidationError("groups must be a list of JupyterHub group names")
+    groups = [check_name("group name", g) for g in groups]
     return QueueSpec(
         name=name, parent=parent, guaranteed=guaranteed, limit=limit,
+        approval_above=parse_vector(d.get("approval_above"), "approval_above"), groups=groups,
         weight=float(_number("weight", d.get("weight", 1.0), low=1e-6, high=1e6)),
         may_borrow=bool(d.get("may_borrow", True)), lending_limit=lending,
         user_limit=user_limit, user_limits=user_limits, idle=policy,

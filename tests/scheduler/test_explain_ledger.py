@@ -92,3 +92,23 @@ def test_every_transition_is_an_event_with_time_and_reason():
     cancel = s.events(workload_id=c.id, kinds=("cancelled",))[0]
     assert cancel.reason == "changed my mind"
     assert [e.kind for e in s.events(since=3, until=5)] == ["admitted", "started"]
+
+
+def test_work_above_the_approval_threshold_waits_for_an_admin():
+    s = cluster(nodes=2, gpus=8, queues=[{"name": "a", "guaranteed": {"gpu": 16}, "approval_above": {"gpu": 4}},
+                                          {"name": "b"}])
+    small = job(s, "a", gpus=4)
+    big = job(s, "a", gpus=8)
+    other = job(s, "a", gpus=6)
+    assert big.state == "awaiting_approval" and "approval above 4" in big.reason
+    assert [w.id for w in s.approvals()] == [big.id, other.id]
+    res = s.cycle(now=1)
+    assert [w.id for w in res.admitted] == [small.id]          # held work does not run
+    s.decide(big.id, True, now=2, actor="boss")
+    s.decide(other.id, False, now=2, actor="boss", reason="too big for a test")
+    assert s.approvals() == [] and s.get(other.id).state == "rejected"
+    assert [w.id for w in s.cycle(now=3).admitted] == [big.id]
+    assert [(e.kind, e.data.get("actor")) for e in s.events(workload_id=big.id)][1:3] == \
+        [("approval_requested", None), ("approved", "boss")]
+    with pytest.raises(Conflict):
+        s.decide(big.id, True, now=4)
