@@ -83,6 +83,8 @@ computehub simulate --trace cluster05.csv --compare
 computehub simulate --trace sample --policy sjf --json
 """
     subcommands = {
+        "serve": ("hub_ext.app.ComputeHubService",
+                  "Run the scheduler as a JupyterHub service (REST API, event stream, metrics, admin pages)."),
         "simulate": ("hub_ext.cli_simulate.SimulateApp",
                      "Replay a GPU cluster trace through the scheduler on a virtual clock and "
                      "print job completion times, queueing, utilisation and fairness."),

@@ -13,7 +13,7 @@ import time as _time
 
 from . import ledger, reclaim, validation
 from .engine import CycleResult, Engine, EngineConfig
-from .errors import Conflict, NotFound
+from .errors import Conflict, NotFound, SchedulerError
 from .model import (ADMITTED, AWAITING_APPROVAL, CANCELLED, REJECTED, FAILED, FINISHED, HOLDING, PENDING, PREEMPTED, PREEMPTING,
                     RECLAIMED, RUNNING, TERMINAL, Allocation, Event, NodeSpec, PriorityClass, QueueSpec,
                     Workload, default_classes)
@@ -167,22 +167,44 @@ class Scheduler:
 
     def submit(self, spec: dict, now=None) -> Workload:
         """Validate and accept a workload. Once this returns it is durable."""
-        fields = validation.workload_fields(spec, self.state)
+        out = self.submit_many([spec], now)[0]
+        if isinstance(out, SchedulerError):
+            raise out
+        return out
+
+    def submit_many(self, specs: list[dict], now=None) -> list[Workload | SchedulerError]:
+        """Accept several submissions in ONE transaction (group commit): each entry of
+        the result is the accepted workload or the error that refused that spec.
+        If the transaction fails, the exception propagates and nothing was accepted."""
         now = self._now(now)
+        results: list[Workload | SchedulerError] = []
+        accepted: list[tuple[Workload, str]] = []
         seq = self.next_seq
-        w = Workload(id=f"w{seq:07d}", seq=seq, submitted_at=now, **fields)
-        over = self._needs_approval(w)
-        if over:
-            w.state, w.reason = AWAITING_APPROVAL, over
-        with self._tx():
-            self.store.put_workload(w)
-            self._event(now, "submitted", w, "", user=w.user, queue=w.queue, priority=w.priority,
-                        request=render(w.request), workers=w.workers)
+        for spec in specs:
+            try:
+                fields = validation.workload_fields(spec, self.state)
+            except SchedulerError as e:
+                results.append(e)
+                continue
+            w = Workload(id=f"w{seq:07d}", seq=seq, submitted_at=now, **fields)
+            seq += 1
+            over = self._needs_approval(w)
             if over:
-                self._event(now, "approval_requested", w, over)
-        self.next_seq = seq + 1
-        self.state.add(w)
-        return w
+                w.state, w.reason = AWAITING_APPROVAL, over
+            accepted.append((w, over))
+            results.append(w)
+        if accepted:
+            with self._tx():
+                for w, over in accepted:
+                    self.store.put_workload(w)
+                    self._event(now, "submitted", w, "", user=w.user, queue=w.queue, priority=w.priority,
+                                request=render(w.request), workers=w.workers)
+                    if over:
+                        self._event(now, "approval_requested", w, over)
+            self.next_seq = seq
+            for w, _ in accepted:
+                self.state.add(w)
+        return results
 
     def _needs_approval(self, w: Workload) -> str:
         above = self.state.tree.specs[w.queue].approval_above

@@ -82,7 +82,12 @@ class Store:
 
     def get_events(self, *, workload_id: str | None = None, since: float | None = None,
                    until: float | None = None, kinds: tuple[str, ...] | None = None,
-                   limit: int | None = None) -> list[Event]:
+                   limit: int | None = None, after_id: int | None = None) -> list[Event]:
+        """Events in id order; ``after_id`` returns only those recorded after that one."""
+        raise NotImplementedError
+
+    def last_event_id(self) -> int:
+        """The id of the newest event (0 if none)."""
         raise NotImplementedError
 
     def get_allocations(self, start: float | None = None, end: float | None = None) -> list[Allocation]:
@@ -173,12 +178,17 @@ class MemoryStore(Store):
         out.sort(key=lambda w: w.seq)
         return out[:limit] if limit else out
 
-    def get_events(self, *, workload_id=None, since=None, until=None, kinds=None, limit=None):
-        out = [e for e in self.events
+    def get_events(self, *, workload_id=None, since=None, until=None, kinds=None, limit=None,
+                   after_id=None):
+        events = self.events[after_id:] if after_id else self.events
+        out = [e for e in events
                if (workload_id is None or e.workload_id == workload_id)
                and (since is None or e.time >= since) and (until is None or e.time < until)
                and (kinds is None or e.kind in kinds)]
         return out[:limit] if limit else out
+
+    def last_event_id(self):
+        return len(self.events)
 
     def get_allocations(self, start=None, end=None):
         return [a for a in self.allocations

@@ -269,10 +269,12 @@ class SqlStore(Store):
             return [Workload.from_dict(r[0]) for r in conn.execute(q)]
 
     def get_events(self, *, workload_id=None, since=None, until=None, kinds=None,
-                   limit=None) -> list[Event]:
+                   limit=None, after_id=None) -> list[Event]:
         ev = T.events
         q = select(ev.c.id, ev.c.time, ev.c.kind, ev.c.workload_id, ev.c.reason, ev.c.data
                    ).order_by(ev.c.id)
+        if after_id is not None:
+            q = q.where(ev.c.id > after_id)
         if workload_id is not None:
             q = q.where(ev.c.workload_id == workload_id)
         if since is not None:
@@ -286,6 +288,10 @@ class SqlStore(Store):
         with self._r() as conn:
             return [Event(time=r.time, kind=r.kind, workload_id=r.workload_id, reason=r.reason,
                           data=r.data, id=r.id) for r in conn.execute(q)]
+
+    def last_event_id(self) -> int:
+        with self._r() as conn:
+            return conn.execute(select(func.max(T.events.c.id))).scalar() or 0
 
     def get_allocations(self, start=None, end=None) -> list[Allocation]:
         """Ledger intervals that overlap [start, end), in the order they were opened."""

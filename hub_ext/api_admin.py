@@ -1,0 +1,225 @@
+"""``api/v1`` resources other than workloads: queues, classes, nodes, approvals, audit, usage, me."""
+
+from __future__ import annotations
+
+import time
+
+from scheduler import NotFound, ValidationError
+from scheduler.ledger import GROUPS
+from scheduler.model import HOLDING, PENDING
+
+from . import views
+from .base import APIError, BaseHandler
+
+ADMIN = "administer ComputeHub (custom:computehub:admin)"
+
+
+class MeHandler(BaseHandler):
+    async def get(self):
+        self.write_json(self.caller.to_dict())
+
+
+def _counts(sched) -> dict:
+    counts: dict[str, list[int]] = {}
+    for w in sched.state.workloads.values():
+        c = counts.setdefault(w.queue, [0, 0])
+        if w.state == PENDING:
+            c[0] += 1
+        elif w.state in HOLDING:
+            c[1] += 1
+    return {q: tuple(c) for q, c in counts.items()}
+
+
+class QueuesHandler(BaseHandler):
+    async def get(self):
+        self.caller  # noqa: B018 - authenticated callers only
+        sched = self.service.sched
+        counts = _counts(sched)
+        tree = sched.state.tree
+        self.write_json({"queues": [views.queue(s, tree, counts) for s in tree.specs.values()]})
+
+
+class QueueHandler(BaseHandler):
+    async def get(self, name):
+        self.caller  # noqa: B018
+        tree = self.service.sched.state.tree
+        if name not in tree.specs:
+            raise NotFound(f"unknown queue {name!r}")
+        self.write_json(views.queue(tree.specs[name], tree, _counts(self.service.sched)))
+
+    async def put(self, name):
+        caller = self.caller
+        self.require(caller.is_admin, ADMIN)
+        body = self.json_body()
+        if body.get("name", name) != name:
+            raise ValidationError("the queue name in the body differs from the one in the URL")
+        body["name"] = name
+        existed = name in self.service.sched.state.tree.specs
+        spec = self.service.sched.put_queue(body, actor=caller.name)
+        self.service.changed()
+        self.write_json(views.queue(spec, self.service.sched.state.tree, {}), status=200 if existed else 201)
+
+    async def patch(self, name):
+        caller = self.caller
+        self.require(caller.is_admin, ADMIN)
+        tree = self.service.sched.state.tree
+        if name not in tree.specs:
+            raise NotFound(f"unknown queue {name!r}")
+        body = self.json_body()
+        if "name" in body and body["name"] != name:
+            raise ValidationError("a queue cannot be renamed")
+        merged = {**tree.specs[name].to_dict(), **body}
+        spec = self.service.sched.put_queue(merged, actor=caller.name)
+        self.service.changed()
+        self.write_json(views.queue(spec, self.service.sched.state.tree, {}))
+
+    async def delete(self, name):
+        caller = self.caller
+        self.require(caller.is_admin, ADMIN)
+        self.service.sched.delete_queue(name, actor=caller.name)
+        self.set_status(204)
+        self.finish()
+
+
+class ClassesHandler(BaseHandler):
+    async def get(self):
+        self.caller  # noqa: B018
+        classes = sorted(self.service.sched.state.classes.values(), key=lambda c: -c.rank)
+        self.write_json({"classes": [c.to_dict() for c in classes]})
+
+
+class ClassHandler(BaseHandler):
+    async def put(self, name):
+        caller = self.caller
+        self.require(caller.is_admin, ADMIN)
+        body = self.json_body()
+        body["name"] = name
+        existed = name in self.service.sched.state.classes
+        pc = self.service.sched.put_class(body, actor=caller.name)
+        self.service.changed()
+        self.write_json(pc.to_dict(), status=200 if existed else 201)
+
+    async def delete(self, name):
+        caller = self.caller
+        self.require(caller.is_admin, ADMIN)
+        self.service.sched.delete_class(name, actor=caller.name)
+        self.set_status(204)
+        self.finish()
+
+
+class NodesHandler(BaseHandler):
+    async def get(self):
+        self.caller  # noqa: B018
+        st = self.service.sched.state
+        self.write_json({"nodes": [views.node(n, st.holders_on(name))
+                                   for name, n in sorted(st.inventory.nodes.items())]})
+
+
+class NodeHandler(BaseHandler):
+    def _node(self, name):
+        n = self.service.sched.state.inventory.nodes.get(name)
+        if n is None:
+            raise NotFound(f"unknown node {name!r}")
+        return n
+
+    async def get(self, name):
+        self.caller  # noqa: B018
+        st = self.service.sched.state
+        self.write_json(views.node(self._node(name), st.holders_on(name)))
+
+    async def put(self, name):
+        caller = self.caller
+        self.require(caller.is_admin, ADMIN)
+        body = self.json_body()
+        body["name"] = name
+        existed = name in self.service.sched.state.inventory.nodes
+        self.service.sched.put_node(body, actor=caller.name)
+        self.service.changed()
+        st = self.service.sched.state
+        self.write_json(views.node(self._node(name), st.holders_on(name)), status=200 if existed else 201)
+
+    async def patch(self, name):
+        """Drain/undrain or mark health: ``{"draining": true}``, ``{"healthy": false}``."""
+        caller = self.caller
+        self.require(caller.is_admin, ADMIN)
+        self._node(name)
+        body = self.json_body()
+        unknown = set(body) - {"draining", "healthy"}
+        if unknown or not body:
+            raise ValidationError("send draining and/or healthy (true or false)")
+        for k, v in body.items():
+            if not isinstance(v, bool):
+                raise ValidationError(f"{k} must be true or false")
+        self.service.sched.set_node_flags(name, actor=caller.name, **body)
+        self.service.changed()
+        st = self.service.sched.state
+        self.write_json(views.node(self._node(name), st.holders_on(name)))
+
+    async def delete(self, name):
+        caller = self.caller
+        self.require(caller.is_admin, ADMIN)
+        lost = self.service.sched.remove_node(name, actor=caller.name)
+        self.service.changed()
+        self.write_json({"removed": name, "workloads": [w.id for w in lost]})
+
+
+class ApprovalsHandler(BaseHandler):
+    async def get(self):
+        caller = self.caller
+        self.require(caller.is_admin, ADMIN)
+        self.write_json({"approvals": [views.workload(w) for w in self.service.sched.approvals()]})
+
+
+class ApprovalHandler(BaseHandler):
+    async def post(self, workload_id):
+        caller = self.caller
+        self.require(caller.is_admin, ADMIN)
+        body = self.json_body()
+        approve = body.get("approve")
+        if not isinstance(approve, bool):
+            raise ValidationError('send {"approve": true} or {"approve": false, "reason": "..."}')
+        reason = body.get("reason", "")
+        if not isinstance(reason, str):
+            raise ValidationError("reason must be text")
+        w = self.service.sched.decide(workload_id, approve, actor=caller.name, reason=reason[:2000])
+        self.service.changed()
+        self.write_json(views.workload(w))
+
+
+class AuditHandler(BaseHandler):
+    """Every admin action and scheduler decision, oldest first, filterable."""
+
+    async def get(self):
+        caller = self.caller
+        self.require(caller.is_admin, "read the audit log (custom:computehub:admin)")
+        kinds = tuple(self.get_query_arguments("kind")) or None
+        events = self.service.sched.events(
+            workload_id=self.get_query_argument("workload", None), since=self.query_float("since"),
+            until=self.query_float("until"), kinds=kinds, limit=self.query_int("limit", 1000, 1, 100_000))
+        self.write_json({"events": [e.to_dict() for e in events]})
+
+
+class UsageHandler(BaseHandler):
+    """GPU-hours and cost in a window: users see their own, team leads their teams', admins all."""
+
+    async def get(self):
+        caller = self.caller
+        self.require(caller.sees_anything, "see usage")
+        now = time.time()
+        end = self.query_float("end", now)
+        start = self.query_float("start", end - 7 * 86400)
+        if start >= end:
+            raise APIError(400, "invalid", "start must be before end")
+        by = self.get_query_argument("by", "user")
+        if by not in GROUPS:
+            raise APIError(400, "invalid", f"by must be one of {', '.join(GROUPS)}")
+        sched = self.service.sched
+        allocs = sched.store.get_allocations(start, end)
+        if not (caller.all_teams or caller.on_behalf):
+            specs = sched.state.tree.specs
+            allocs = [a for a in allocs if (a.user == caller.name and caller.kind == "user")
+                      or caller.team_groups & set(getattr(specs.get(a.queue), "groups", ()))]
+        from scheduler import ledger
+
+        self.write_json({"start": start, "end": end, "by": by,
+                         "rows": ledger.usage(allocs, start, end, by, sched.prices)})

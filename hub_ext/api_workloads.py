@@ -1,0 +1,117 @@
+"""``api/v1/workloads``: submit, list, get (with explanation), cancel, logs, status reports."""
+
+from __future__ import annotations
+
+import os
+
+from scheduler import NotFound, ValidationError
+from scheduler.model import TERMINAL
+
+from . import views
+from .base import APIError, BaseHandler
+
+SUBMIT_FIELDS = {"name", "queue", "kind", "priority", "resources", "workers", "gpu_model", "time_limit",
+                 "node_selector", "user", "metadata"}
+
+
+class WorkloadsHandler(BaseHandler):
+    async def get(self):
+        caller = self.caller
+        self.require(caller.sees_anything, "see workloads")
+        svc = self.service
+        states = self.get_query_arguments("state") or None
+        user = self.get_query_argument("user", None)
+        queue = self.get_query_argument("queue", None)
+        kind = self.get_query_argument("kind", None)
+        limit = self.query_int("limit", 100, 1, 10_000)
+        offset = self.query_int("offset", 0, 0, 10**9)
+        if states and any(s in TERMINAL for s in states):
+            items = svc.sched.store.get_workloads(user=user, queue=queue, states=tuple(states))
+        else:
+            items = svc.sched.workloads(user=user, queue=queue, states=tuple(states) if states else None)
+        specs = svc.sched.state.tree.specs
+        visible = [w for w in items if (kind is None or w.kind == kind)
+                   and caller.may_see(w, specs.get(w.queue))]
+        page = visible[offset:offset + limit]
+        self.write_json({"workloads": [views.workload(w, svc.positions) for w in page],
+                         "total": len(visible), "offset": offset, "limit": limit})
+
+    async def post(self):
+        caller = self.caller
+        self.require(caller.can_submit, "submit work (custom:computehub:submit)")
+        body = self.json_body()
+        unknown = set(body) - SUBMIT_FIELDS
+        if unknown:
+            raise ValidationError(f"unknown field(s): {', '.join(sorted(unknown))}")
+        spec = self.service.submission_for(caller, body)
+        w = await self.service.submit(spec)
+        self.set_header("Location", self.service.path(f"api/v1/workloads/{w.id}"))
+        self.write_json(views.workload(w), status=201)
+
+
+class WorkloadHandler(BaseHandler):
+    def _visible(self, workload_id: str):
+        caller = self.caller
+        w = self.service.sched.get(workload_id)      # NotFound → 404
+        if not caller.may_see(w, self.service.sched.state.tree.specs.get(w.queue)):
+            raise NotFound(f"no workload {workload_id!r}")   # never reveal others' ids
+        return caller, w
+
+    async def get(self, workload_id):
+        _, w = self._visible(workload_id)
+        d = views.workload(w, self.service.positions)
+        if w.state not in TERMINAL:
+            d["explanation"] = self.service.sched.explain(w.id)
+        self.write_json(d)
+
+    async def delete(self, workload_id):
+        caller, w = self._visible(workload_id)
+        self.require(caller.may_cancel(w), "cancel this workload")
+        reason = f"cancelled by {caller.name}"
+        w = self.service.sched.cancel(w.id, reason=reason)
+        self.service.changed()
+        self.write_json(views.workload(w))
+
+
+class WorkloadLogsHandler(WorkloadHandler):
+    async def get(self, workload_id):
+        _, w = self._visible(workload_id)
+        tail = self.query_int("tail", 200, 1, 100_000)
+        path = os.path.join(self.service.logs_dir, f"{w.id}.log")
+        if not os.path.exists(path):
+            raise NotFound(f"no logs recorded for workload {w.id} (yet)")
+        with open(path, "rb") as f:
+            lines = f.read().decode("utf-8", "replace").splitlines()[-tail:]
+        self.write_json({"id": w.id, "lines": lines})
+
+
+class WorkloadStatusHandler(WorkloadHandler):
+    """Launchers and spawners report what happened to admitted work."""
+
+    async def post(self, workload_id):
+        caller, w = self._visible(workload_id)
+        self.require(caller.on_behalf, "report workload status (custom:computehub:submit-on-behalf)")
+        body = self.json_body()
+        state = body.get("state")
+        sched = self.service.sched
+        if state == "running":
+            w = sched.mark_running(w.id)
+        elif state in ("finished", "failed"):
+            code = body.get("exit_code", 0 if state == "finished" else 1)
+            if isinstance(code, bool) or not isinstance(code, int):
+                raise ValidationError("exit_code must be a whole number")
+            w = sched.mark_finished(w.id, exit_code=code, reason=str(body.get("reason", ""))[:2000])
+        elif state == "stopped":
+            w = sched.mark_stopped(w.id)
+        elif state == "idle":
+            since = body.get("idle_since")
+            if isinstance(since, bool) or not isinstance(since, (int, float)):
+                raise ValidationError("idle_since must be a UNIX time in seconds")
+            d = sched.report_idle(w.id, float(since))
+            self.service.changed()
+            self.write_json(d.to_dict())
+            return
+        else:
+            raise APIError(400, "invalid", "state must be one of running, finished, failed, stopped, idle")
+        self.service.changed()
+        self.write_json(views.workload(w))

@@ -1,0 +1,328 @@
+"""``computehub serve``: the scheduler as a JupyterHub service.
+
+Run by the hub as a managed service (one machine) or next to it as an external
+service (Kubernetes). It owns the scheduler, serves the REST API, the event
+stream, metrics and admin pages under the service prefix, and runs the
+scheduling loop: shortly after every change and every ``cycle_interval`` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import signal
+import time
+from urllib.parse import urlparse
+
+from tornado import web
+from tornado.httpserver import HTTPServer
+from traitlets import Bool, Dict, Float, List, Unicode, default
+from traitlets.config import Application
+
+from jupyterhub.services.auth import HubOAuthCallbackHandler
+from scheduler import EngineConfig, Scheduler, SchedulerError, ValidationError
+from scheduler.model import PENDING
+from scheduler.store.sql import SqlStore
+
+from . import api_admin as A
+from . import api_workloads as W
+from .audit import AuditEmitter
+from .base import APIError
+from .metrics import Metrics, MetricsHandler
+from .openapi import OpenAPIHandler
+from .pages import page_handlers
+from .stream import EventsHandler
+
+VERSION = "0.1.0"
+
+
+class ComputeHubService(Application):
+    name = "computehub-serve"
+    description = "The ComputeHub scheduler as a JupyterHub service."
+    classes = [EngineConfig]
+    aliases = {"config": "ComputeHubService.config_file", "db-url": "ComputeHubService.db_url",
+               "data-dir": "ComputeHubService.data_dir", "url": "ComputeHubService.url"}
+
+    config_file = Unicode("computehub_config.py", config=True,
+                          help="Python config file to load (a missing file is fine).")
+    data_dir = Unicode(config=True, help="Folder for the SQLite database, logs and the cookie secret.")
+    db_url = Unicode(config=True,
+                     help="SQLAlchemy URL of the database: sqlite:///path (default, under data_dir) or "
+                          "postgresql+psycopg://user@host/db for production.")
+    url = Unicode(config=True, help="Where to listen, e.g. http://127.0.0.1:10101 "
+                                    "(default: $JUPYTERHUB_SERVICE_URL, set by the hub for managed services).")
+    service_prefix = Unicode(config=True, help="URL prefix of the service (default: $JUPYTERHUB_SERVICE_PREFIX).")
+    cycle_interval = Float(5.0, config=True, help="Seconds between periodic scheduling cycles.")
+    cycle_delay = Float(0.05, config=True,
+                        help="Seconds to wait after a change before a cycle, so bursts share one cycle.")
+    prices = Dict(config=True, help="Price per GPU-hour by GPU flavor (e.g. {'a100': 3.0}); "
+                                    "'any' prices GPUs of no stated model.")
+    allowed_node_selectors = List(Unicode(), config=True,
+                                  help="Node label keys that users may set in node_selector. Anything else "
+                                       "is refused unless the caller may submit on behalf of users.")
+    authenticate_metrics = Bool(True, config=True,
+                                help="Require the hub's read:metrics scope (or admin) for /metrics.")
+    nodes = List(Dict(), config=True,
+                 help="Nodes registered (created or updated) at start, e.g. from an inventory source.")
+    initial_queues = List(Dict(), config=True,
+                          help="Queues created at start when the database has none (later edits are kept).")
+    audit_log_file = Unicode("", config=True, help="File to append jupyter_events audit records to ('' = off).")
+
+    @default("data_dir")
+    def _data_dir(self):
+        return os.environ.get("COMPUTEHUB_DATA_DIR", os.path.abspath("computehub-data"))
+
+    @default("db_url")
+    def _db_url(self):
+        return "sqlite:///" + os.path.join(self.data_dir, "computehub.sqlite")
+
+    @default("url")
+    def _url(self):
+        return os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:10101")
+
+    @default("service_prefix")
+    def _prefix(self):
+        return os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/computehub/")
+
+    # --- set-up ------------------------------------------------------------------
+
+    def initialize(self, argv=None):
+        super().initialize(argv)
+        if self.config_file and os.path.exists(self.config_file):
+            self.load_config_file(self.config_file)
+        os.makedirs(self.data_dir, exist_ok=True)
+        self.logs_dir = os.path.join(self.data_dir, "logs")
+        os.makedirs(self.logs_dir, exist_ok=True)
+        self.version = VERSION
+        self.stopping = False
+        self.engine_config = EngineConfig(parent=self)
+        self.sched = Scheduler(SqlStore(self.db_url), self.engine_config, prices=dict(self.prices))
+        for n in self.nodes:
+            self.sched.put_node(n, actor="config")
+        if not self.sched.state.tree.specs:
+            for q in self.initial_queues:
+                self.sched.put_queue(q, actor="config")
+        self.metrics = Metrics(self)
+        handlers = []
+        if self.audit_log_file:
+            handlers.append(logging.FileHandler(self.audit_log_file))
+        self.audit = AuditEmitter(handlers)
+        self.audit.start_after(self.sched.store.last_event_id())
+        self.positions: dict[str, tuple[int, int]] = {}
+        self.cycles = 0
+        self._explained: dict[str, tuple[int, dict]] = {}
+        self._submissions: list = []
+        self._flush_scheduled = False
+        self._changed = asyncio.Event()
+        self._wake = asyncio.Event()
+
+    def path(self, path: str = "") -> str:
+        return self.service_prefix.rstrip("/") + "/" + path.lstrip("/")
+
+    def make_app(self) -> web.Application:
+        p = self.service_prefix.rstrip("/")
+        api = p + "/api/v1"
+        wid = r"(?P<workload_id>[^/]+)"
+        name = r"(?P<name>[^/]+)"
+        handlers = [
+            (api + r"/me", A.MeHandler),
+            (api + r"/workloads", W.WorkloadsHandler),
+            (api + rf"/workloads/{wid}", W.WorkloadHandler),
+            (api + rf"/workloads/{wid}/logs", W.WorkloadLogsHandler),
+            (api + rf"/workloads/{wid}/status", W.WorkloadStatusHandler),
+            (api + r"/queues", A.QueuesHandler),
+            (api + rf"/queues/{name}", A.QueueHandler),
+            (api + r"/classes", A.ClassesHandler),
+            (api + rf"/classes/{name}", A.ClassHandler),
+            (api + r"/nodes", A.NodesHandler),
+            (api + rf"/nodes/{name}", A.NodeHandler),
+            (api + r"/usage", A.UsageHandler),
+            (api + r"/approvals", A.ApprovalsHandler),
+            (api + rf"/approvals/{wid}", A.ApprovalHandler),
+            (api + r"/audit", A.AuditHandler),
+            (api + r"/events", EventsHandler),
+            (api + r"/openapi.json", OpenAPIHandler),
+            (p + r"/metrics", MetricsHandler),
+            (p + r"/oauth_callback", HubOAuthCallbackHandler),
+        ] + page_handlers(p)
+        return web.Application(handlers, computehub=self, xsrf_cookies=True, cookie_secret=self._cookie_secret(),
+                               template_path=os.path.join(os.path.dirname(__file__), "templates"),
+                               static_path=os.path.join(os.path.dirname(__file__), "static"),
+                               static_url_prefix=p + "/static/", default_handler_class=NotFoundHandler,
+                               default_handler_args={})
+
+    def _cookie_secret(self) -> bytes:
+        path = os.path.join(self.data_dir, "cookie_secret")
+        if not os.path.exists(path):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(secrets.token_hex(32))
+        with open(path) as f:
+            return f.read().strip().encode()
+
+    # --- what handlers use ----------------------------------------------------------
+
+    def submission_for(self, caller, body: dict) -> dict:
+        """The scheduler spec for a caller's submission, after the service's own rules."""
+        spec = dict(body)
+        if "user" in spec and spec["user"] != caller.name and not caller.on_behalf:
+            raise APIError(403, "forbidden", "only spawners and admins may submit for another user")
+        if not caller.on_behalf and caller.kind != "user":
+            raise APIError(403, "forbidden", "a service submits only with custom:computehub:submit-on-behalf")
+        spec.setdefault("user", caller.name)
+        selector = spec.get("node_selector") or {}
+        if selector and not caller.on_behalf:
+            if not isinstance(selector, dict):
+                raise ValidationError("node_selector must map label names to values")
+            bad = sorted(set(selector) - set(self.allowed_node_selectors))
+            if bad:
+                allowed = ", ".join(self.allowed_node_selectors) or "none"
+                raise APIError(403, "forbidden", f"node_selector key(s) {', '.join(map(str, bad))} are not "
+                                                 f"allowed (an admin allows: {allowed})")
+        specs = self.sched.state.tree.specs
+        if "queue" not in spec:
+            mine = [q for q, s in specs.items() if self.sched.state.tree.is_leaf(q) and s.groups
+                    and caller.groups & set(s.groups)]
+            if not mine:
+                raise ValidationError("no queue given and none is open to your groups; name one with 'queue'")
+            spec["queue"] = sorted(mine)[0]
+        q = specs.get(spec["queue"]) if isinstance(spec["queue"], str) else None
+        if q is not None and not caller.may_use_queue(q):
+            raise APIError(403, "forbidden", f"queue {q.name!r} is open to groups {', '.join(q.groups)}, "
+                                             "not to yours")
+        return spec
+
+    async def submit(self, spec: dict):
+        """Group commit: submissions arriving together are written in one transaction."""
+        fut = asyncio.get_running_loop().create_future()
+        self._submissions.append((spec, fut))
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+        return await fut
+
+    def _flush(self) -> None:
+        batch, self._submissions, self._flush_scheduled = self._submissions, [], False
+        try:
+            results = self.sched.submit_many([s for s, _ in batch], now=time.time())
+        except Exception:
+            self.log.exception("submission batch of %d failed; none was accepted", len(batch))
+            for _, fut in batch:
+                fut.set_exception(APIError(503, "unavailable", "the database refused the write; nothing was "
+                                                               "accepted, try again"))
+            return
+        for (_, fut), r in zip(batch, results):
+            if isinstance(r, SchedulerError):
+                fut.set_exception(r)
+            else:
+                fut.set_result(r)
+        self.changed()
+
+    def changed(self) -> None:
+        """Something changed: wake the scheduling loop and the event streams."""
+        self._wake.set()
+        self._notify()
+
+    def _notify(self) -> None:
+        ev, self._changed = self._changed, asyncio.Event()
+        ev.set()
+
+    def next_change(self):
+        return asyncio.ensure_future(self._changed.wait())
+
+    def explanation(self, w) -> dict:
+        """Explanations are simulations: computed at most once per cycle per workload."""
+        hit = self._explained.get(w.id)
+        if hit and hit[0] == self.cycles:
+            return hit[1]
+        e = self.sched.explain(w.id)
+        self._explained[w.id] = (self.cycles, e)
+        return e
+
+    def snapshot_for(self, caller, user: str | None = None) -> list[dict]:
+        user = user or caller.name
+        out = []
+        for w in self.sched.workloads(user=user):
+            d = {"id": w.id, "name": w.name, "state": w.state, "queue": w.queue, "kind": w.kind}
+            if w.state == PENDING:
+                e = self.explanation(w)
+                d.update({k: e.get(k) for k in ("position", "position_in_queue", "pending", "reason", "eta",
+                                                 "eta_seconds", "eta_reason")})
+            else:
+                d["placement"] = [a.to_dict() for a in w.placement]
+                d["reason"] = w.reason
+            out.append(d)
+        return out
+
+    # --- the scheduling loop ----------------------------------------------------------
+
+    def run_cycle(self) -> None:
+        res = self.sched.cycle(now=time.time())
+        self.cycles += 1
+        self.metrics.observe_cycle(res)
+        pending = self.sched.state.pending
+        order = [i for i in res.order if i in pending]
+        per_queue: dict[str, int] = {}
+        positions = {}
+        for n, wid in enumerate(order, 1):
+            q = pending[wid].queue
+            per_queue[q] = per_queue.get(q, 0) + 1
+            positions[wid] = (n, per_queue[q])
+        self.positions = positions
+        self._explained = {}
+        self.audit.emit_new(self.sched.store)
+        self._notify()
+
+    async def scheduling_loop(self) -> None:
+        while not self.stopping:
+            try:
+                await asyncio.wait_for(self._wake.wait(), self.cycle_interval)
+                await asyncio.sleep(self.cycle_delay)
+            except asyncio.TimeoutError:
+                pass
+            self._wake.clear()
+            if self.stopping:
+                break
+            try:
+                self.run_cycle()
+            except Exception:
+                self.log.exception("scheduling cycle failed; state was reloaded from the database")
+
+    # --- run -------------------------------------------------------------------------
+
+    def start(self):
+        asyncio.run(self._serve())
+
+    async def _serve(self):
+        u = urlparse(self.url)
+        server = HTTPServer(self.make_app(), xheaders=True)
+        server.listen(u.port or 80, u.hostname or "127.0.0.1")
+        self.log.info("ComputeHub %s listening on %s%s", VERSION, self.url, self.service_prefix)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        self._changed = asyncio.Event()
+        self._wake = asyncio.Event()
+        task = asyncio.create_task(self.scheduling_loop())
+        self.changed()
+        await stop.wait()
+        self.log.info("ComputeHub shutting down")
+        self.stopping = True
+        self._notify()
+        server.stop()
+        task.cancel()
+        self.sched.store.close()
+
+
+class NotFoundHandler(web.RequestHandler):
+    def prepare(self):
+        self.set_status(404)
+        self.set_header("Content-Type", "application/json")
+        self.finish('{"error": "not_found", "message": "no such route"}')
+
+
+def main(argv=None):
+    ComputeHubService.launch_instance(argv)

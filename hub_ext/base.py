@@ -1,0 +1,144 @@
+"""The base of every handler: JupyterHub auth, scope checks, JSON in and out, errors.
+
+Errors are always ``{"error": code, "message": text}`` with a 4xx status for
+the caller's mistakes; an unexpected failure is a 500 with the same shape and
+no traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from jupyterhub.services.auth import HubOAuthenticated
+from tornado import web
+
+from scheduler import SchedulerError
+
+from .scopes import Caller
+
+
+class APIError(web.HTTPError):
+    def __init__(self, status: int, code: str, message: str):
+        super().__init__(status, message)
+        self.code = code
+        self.message = message
+
+
+_CODES = {400: "invalid", 401: "unauthenticated", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
+          409: "conflict", 413: "too_large", 415: "unsupported_media_type", 429: "too_many_requests"}
+
+
+class BaseHandler(HubOAuthenticated, web.RequestHandler):
+    """Authenticated through the hub: an API token (``Authorization: token ...``)
+    or the OAuth cookie a browser gets by logging in to the hub."""
+
+    @property
+    def service(self):
+        return self.settings["computehub"]
+
+    async def prepare(self):
+        # Resolve the user without blocking the event loop; get_current_user reuses it.
+        await self.hub_auth.get_user(self, sync=False)
+        if self.request.method not in ("GET", "HEAD", "OPTIONS"):
+            # Cookie (browser) requests must carry the XSRF token; token requests need not.
+            HubOAuthenticated.check_xsrf_cookie(self)
+
+    def check_xsrf_cookie(self):
+        """Tornado checks XSRF before ``prepare``, when it cannot yet know whether the
+        request is token-authenticated; ``prepare`` does the check instead."""
+
+    @property
+    def caller(self) -> Caller:
+        model = self.current_user
+        if not model and getattr(self, "_cached_hub_user", None):
+            raise APIError(403, "forbidden", "the hub knows you, but your token or login lacks "
+                                             "access:services!service=computehub")
+        if not model:
+            raise APIError(401, "unauthenticated",
+                           "log in to the hub or send an API token: 'Authorization: token <token>'")
+        return Caller(model)
+
+    def require(self, allowed: bool, what: str) -> None:
+        if not allowed:
+            raise APIError(403, "forbidden", f"your token or login lacks the scope to {what}")
+
+    def get_login_url(self):
+        # API clients get a 401 instead of a redirect to the hub's login page.
+        raise APIError(401, "unauthenticated",
+                       "log in to the hub or send an API token: 'Authorization: token <token>'")
+
+    # --- JSON ----------------------------------------------------------------------
+
+    def json_body(self) -> dict:
+        ctype = self.request.headers.get("Content-Type", "application/json")
+        if self.request.body and "json" not in ctype:
+            raise APIError(415, "unsupported_media_type", "send the body as application/json")
+        if len(self.request.body) > 1_000_000:
+            raise APIError(413, "too_large", "request body over 1 MB")
+        try:
+            body = json.loads(self.request.body or b"{}")
+        except (ValueError, UnicodeDecodeError) as e:
+            raise APIError(400, "invalid", f"body is not valid JSON: {e}") from None
+        if not isinstance(body, dict):
+            raise APIError(400, "invalid", "body must be a JSON object")
+        return body
+
+    def write_json(self, obj, status: int = 200) -> None:
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(obj, default=_default, allow_nan=False))
+
+    def query_float(self, name: str, default=None):
+        raw = self.get_query_argument(name, None)
+        if raw is None:
+            return default
+        try:
+            v = float(raw)
+        except ValueError:
+            raise APIError(400, "invalid", f"query parameter {name} must be a number, not {raw!r}") from None
+        if not math.isfinite(v):
+            raise APIError(400, "invalid", f"query parameter {name} must be finite")
+        return v
+
+    def query_int(self, name: str, default: int, low: int, high: int) -> int:
+        raw = self.get_query_argument(name, None)
+        if raw is None:
+            return default
+        try:
+            v = int(raw)
+        except ValueError:
+            raise APIError(400, "invalid", f"query parameter {name} must be a whole number, not {raw!r}") from None
+        if not low <= v <= high:
+            raise APIError(400, "invalid", f"query parameter {name} must be between {low} and {high}")
+        return v
+
+    # --- errors --------------------------------------------------------------------
+
+    def _handle_request_exception(self, e):
+        if isinstance(e, SchedulerError):
+            self.send_error(e.status, exc_info=(type(e), e, e.__traceback__))
+            return
+        super()._handle_request_exception(e)
+
+    def write_error(self, status_code: int, **kwargs):
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(exc, SchedulerError):
+            body = exc.to_dict()
+        elif isinstance(exc, APIError):
+            body = {"error": exc.code, "message": exc.message}
+        elif isinstance(exc, web.HTTPError) and status_code < 500:
+            body = {"error": _CODES.get(status_code, "error"),
+                    "message": exc.log_message or self._reason}
+        else:
+            body = {"error": "internal", "message": "internal error; the service log has the details"}
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(body))
+
+
+def _default(o):
+    if hasattr(o, "to_dict"):
+        return o.to_dict()
+    if isinstance(o, (set, tuple)):
+        return list(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")

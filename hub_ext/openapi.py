@@ -1,0 +1,200 @@
+"""The OpenAPI 3 document of the service, served at ``api/v1/openapi.json``.
+
+Paths are relative to the service prefix (``/services/computehub/``). A test
+checks that every route of the application is described here and every path
+described here is routed.
+"""
+
+from __future__ import annotations
+
+from .base import BaseHandler
+
+_ERR = {"$ref": "#/components/responses/Error"}
+_NAME = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._@-]{0,62}$"}
+_QUANTITY = {"oneOf": [{"type": "integer", "minimum": 0}, {"type": "number", "minimum": 0}, {"type": "string"}]}
+_VECTOR = {"type": "object", "additionalProperties": _QUANTITY,
+           "description": "cpu (cores or '500m'), memory (bytes or '4Gi'), gpu, gpu:<model>"}
+_LABELS = {"type": "object", "additionalProperties": {"type": "string"}}
+
+
+def _ok(schema_ref: str, code: str = "200", desc: str = "OK") -> dict:
+    return {code: {"description": desc, "content": {"application/json": {"schema": {"$ref": schema_ref}}}}}
+
+
+def _op(summary: str, responses: dict, *, params=(), body: str | None = None, scope: str = "") -> dict:
+    op = {"summary": summary, "responses": {**responses, "400": _ERR, "401": _ERR, "403": _ERR, "404": _ERR,
+                                                "409": _ERR, "default": _ERR}}
+    if scope:
+        op["description"] = f"Requires scope `{scope}`."
+    if params:
+        op["parameters"] = list(params)
+    if body:
+        op["requestBody"] = {"required": True,
+                             "content": {"application/json": {"schema": {"$ref": body}}}}
+    return op
+
+
+def _path_param(name: str) -> dict:
+    return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+
+
+def _q(name: str, schema: dict, desc: str = "") -> dict:
+    return {"name": name, "in": "query", "required": False, "schema": schema, "description": desc}
+
+
+ANY = "custom:computehub:submit, custom:computehub:team or custom:computehub:admin"
+ADMIN = "custom:computehub:admin"
+
+
+def document(version: str) -> dict:
+    wid, qname, nname, cname = (_path_param("workload_id"), _path_param("name"), _path_param("name"),
+                                _path_param("name"))
+    return {
+        "openapi": "3.0.3",
+        "info": {"title": "ComputeHub", "version": version,
+                 "description": "One quota-and-priority GPU scheduler behind JupyterHub. Authenticate with a "
+                                "hub API token (`Authorization: token ...`) or the hub login cookie."},
+        "servers": [{"url": "/services/computehub"}],
+        "components": {
+            "securitySchemes": {"hubToken": {"type": "apiKey", "in": "header", "name": "Authorization"}},
+            "responses": {"Error": {"description": "An error", "content": {"application/json": {
+                "schema": {"$ref": "#/components/schemas/Error"}}}}},
+            "schemas": {
+                "Error": {"type": "object", "required": ["error", "message"],
+                          "properties": {"error": {"type": "string"}, "message": {"type": "string"}}},
+                "Me": {"type": "object"},
+                "Submit": {"type": "object", "additionalProperties": False, "properties": {
+                    "name": {"type": "string", "maxLength": 128}, "queue": _NAME,
+                    "kind": {"type": "string", "enum": ["notebook", "training", "inference", "batch"]},
+                    "priority": _NAME, "resources": _VECTOR,
+                    "workers": {"type": "integer", "minimum": 1, "maximum": 1024},
+                    "gpu_model": {"type": "string"}, "time_limit": {"type": "number", "minimum": 0},
+                    "node_selector": _LABELS, "user": _NAME, "metadata": {"type": "object"}}},
+                "Workload": {"type": "object", "required": ["id", "state", "user", "queue"],
+                             "properties": {"id": {"type": "string"}, "state": {"type": "string"},
+                                            "user": {"type": "string"}, "queue": {"type": "string"},
+                                            "position": {"type": "integer"},
+                                            "explanation": {"type": "object"}}},
+                "WorkloadList": {"type": "object", "properties": {
+                    "workloads": {"type": "array", "items": {"$ref": "#/components/schemas/Workload"}},
+                    "total": {"type": "integer"}}},
+                "Status": {"type": "object", "required": ["state"], "properties": {
+                    "state": {"type": "string", "enum": ["running", "finished", "failed", "stopped", "idle"]},
+                    "exit_code": {"type": "integer"}, "reason": {"type": "string"},
+                    "idle_since": {"type": "number"}}},
+                "Logs": {"type": "object", "properties": {"lines": {"type": "array", "items": {"type": "string"}}}},
+                "Queue": {"type": "object", "properties": {
+                    "name": _NAME, "parent": {"type": "string", "nullable": True}, "guaranteed": _VECTOR,
+                    "limit": _VECTOR, "weight": {"type": "number"}, "may_borrow": {"type": "boolean"},
+                    "lending_limit": {"type": "object", "nullable": True, "additionalProperties": _QUANTITY},
+                    "user_limit": _VECTOR, "user_limits": {"type": "object", "additionalProperties": _VECTOR},
+                    "idle": {"type": "object"}, "approval_above": _VECTOR,
+                    "groups": {"type": "array", "items": _NAME}, "description": {"type": "string"}}},
+                "QueueList": {"type": "object", "properties": {
+                    "queues": {"type": "array", "items": {"$ref": "#/components/schemas/Queue"}}}},
+                "PriorityClass": {"type": "object", "properties": {
+                    "name": _NAME, "rank": {"type": "integer"}, "preemptible": {"type": "boolean"},
+                    "may_borrow": {"type": "boolean"}, "preempt_after": {"type": "number", "minimum": 0},
+                    "requeue": {"type": "boolean"}, "description": {"type": "string"}}},
+                "ClassList": {"type": "object"},
+                "Node": {"type": "object", "properties": {
+                    "name": _NAME, "gpus": {"type": "integer", "minimum": 0, "maximum": 64},
+                    "gpu_model": {"type": "string", "nullable": True}, "cpu": _QUANTITY, "memory": _QUANTITY,
+                    "labels": _LABELS, "healthy": {"type": "boolean"}, "draining": {"type": "boolean"}}},
+                "NodeFlags": {"type": "object", "additionalProperties": False, "properties": {
+                    "healthy": {"type": "boolean"}, "draining": {"type": "boolean"}}},
+                "NodeList": {"type": "object"},
+                "Decision": {"type": "object", "required": ["approve"], "properties": {
+                    "approve": {"type": "boolean"}, "reason": {"type": "string"}}},
+                "Events": {"type": "object"},
+                "Usage": {"type": "object"},
+            },
+        },
+        "security": [{"hubToken": []}],
+        "paths": {
+            "/api/v1/me": {"get": _op("Who the caller is and what they may do", _ok("#/components/schemas/Me"))},
+            "/api/v1/workloads": {
+                "get": _op("List the workloads the caller may see", _ok("#/components/schemas/WorkloadList"),
+                           params=[_q("state", {"type": "string"}), _q("user", {"type": "string"}),
+                                   _q("queue", {"type": "string"}), _q("kind", {"type": "string"}),
+                                   _q("limit", {"type": "integer", "minimum": 1, "maximum": 10000}),
+                                   _q("offset", {"type": "integer", "minimum": 0})], scope=ANY),
+                "post": _op("Submit a workload", _ok("#/components/schemas/Workload", "201", "Accepted"),
+                            body="#/components/schemas/Submit", scope="custom:computehub:submit"),
+            },
+            "/api/v1/workloads/{workload_id}": {
+                "get": _op("A workload, with position, ETA and reason while it waits",
+                           _ok("#/components/schemas/Workload"), params=[wid], scope=ANY),
+                "delete": _op("Cancel a workload", _ok("#/components/schemas/Workload"), params=[wid],
+                              scope="custom:computehub:submit (own) or submit-on-behalf"),
+            },
+            "/api/v1/workloads/{workload_id}/logs": {
+                "get": _op("The last lines of a workload's log", _ok("#/components/schemas/Logs"),
+                           params=[wid, _q("tail", {"type": "integer", "minimum": 1, "maximum": 100000})],
+                           scope=ANY)},
+            "/api/v1/workloads/{workload_id}/status": {
+                "post": _op("Report what happened to admitted work (launchers, spawners)",
+                            _ok("#/components/schemas/Workload"), params=[wid], body="#/components/schemas/Status",
+                            scope="custom:computehub:submit-on-behalf")},
+            "/api/v1/queues": {"get": _op("Queues with live usage", _ok("#/components/schemas/QueueList"))},
+            "/api/v1/queues/{name}": {
+                "get": _op("A queue with live usage", _ok("#/components/schemas/Queue"), params=[qname]),
+                "put": _op("Create or replace a queue", _ok("#/components/schemas/Queue"), params=[qname],
+                           body="#/components/schemas/Queue", scope=ADMIN),
+                "patch": _op("Change some fields of a queue", _ok("#/components/schemas/Queue"), params=[qname],
+                             body="#/components/schemas/Queue", scope=ADMIN),
+                "delete": _op("Delete an empty queue", {"204": {"description": "Deleted"}}, params=[qname],
+                              scope=ADMIN),
+            },
+            "/api/v1/classes": {"get": _op("Priority classes", _ok("#/components/schemas/ClassList"))},
+            "/api/v1/classes/{name}": {
+                "put": _op("Create or replace a priority class", _ok("#/components/schemas/PriorityClass"),
+                           params=[cname], body="#/components/schemas/PriorityClass", scope=ADMIN),
+                "delete": _op("Delete an unused priority class", {"204": {"description": "Deleted"}},
+                              params=[cname], scope=ADMIN),
+            },
+            "/api/v1/nodes": {"get": _op("Nodes and GPUs with health, drain and use",
+                                         _ok("#/components/schemas/NodeList"))},
+            "/api/v1/nodes/{name}": {
+                "get": _op("A node", _ok("#/components/schemas/Node"), params=[nname]),
+                "put": _op("Register or replace a node", _ok("#/components/schemas/Node"), params=[nname],
+                           body="#/components/schemas/Node", scope=ADMIN),
+                "patch": _op("Drain, undrain, mark health", _ok("#/components/schemas/Node"), params=[nname],
+                             body="#/components/schemas/NodeFlags", scope=ADMIN),
+                "delete": _op("Remove a node (its work is requeued or failed)", _ok("#/components/schemas/Node"),
+                              params=[nname], scope=ADMIN),
+            },
+            "/api/v1/usage": {"get": _op("GPU-hours and cost in a window", _ok("#/components/schemas/Usage"),
+                                         params=[_q("start", {"type": "number"}), _q("end", {"type": "number"}),
+                                                 _q("by", {"type": "string",
+                                                           "enum": ["workload", "user", "queue", "flavor"]})],
+                                         scope=ANY)},
+            "/api/v1/approvals": {"get": _op("Workloads waiting for approval", _ok("#/components/schemas/WorkloadList"),
+                                             scope=ADMIN)},
+            "/api/v1/approvals/{workload_id}": {
+                "post": _op("Approve or reject", _ok("#/components/schemas/Workload"), params=[wid],
+                            body="#/components/schemas/Decision", scope=ADMIN)},
+            "/api/v1/audit": {"get": _op("The audit log: admin actions and scheduler decisions",
+                                         _ok("#/components/schemas/Events"),
+                                         params=[_q("since", {"type": "number"}), _q("until", {"type": "number"}),
+                                                 _q("kind", {"type": "string"}), _q("workload", {"type": "string"}),
+                                                 _q("limit", {"type": "integer", "minimum": 1, "maximum": 100000})],
+                                         scope=ADMIN)},
+            "/api/v1/events": {"get": {
+                "summary": "Server-sent events: the caller's workloads with state, position, ETA and reason",
+                "responses": {"200": {"description": "text/event-stream",
+                                      "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+                              "401": _ERR, "403": _ERR}}},
+            "/api/v1/openapi.json": {"get": {"summary": "This document",
+                                             "responses": {"200": {"description": "OpenAPI 3 document"}}}},
+            "/metrics": {"get": {"summary": "Prometheus metrics (scope read:metrics)",
+                                 "responses": {"200": {"description": "text/plain exposition format"},
+                                               "401": _ERR, "403": _ERR}}},
+        },
+    }
+
+
+class OpenAPIHandler(BaseHandler):
+    async def get(self):
+        self.caller  # noqa: B018 - authenticated like every other call
+        self.write_json(document(self.service.version))

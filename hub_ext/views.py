@@ -1,0 +1,40 @@
+"""How scheduler objects look in the REST API (JSON)."""
+
+from __future__ import annotations
+
+from scheduler.model import PENDING, Workload
+from scheduler.resources import render
+
+WORKLOAD_FIELDS = ("id", "name", "user", "queue", "kind", "priority", "state", "workers", "gpu_model",
+                   "node_selector", "time_limit", "submitted_at", "admitted_at", "started_at", "ended_at",
+                   "preemptions", "reason", "exit_code", "metadata")
+
+
+def workload(w: Workload, positions: dict | None = None) -> dict:
+    d = {f: getattr(w, f) for f in WORKLOAD_FIELDS}
+    d["resources"] = render(w.request)
+    d["placement"] = [a.to_dict() for a in w.placement]
+    if positions is not None and w.state == PENDING and w.id in positions:
+        d["position"], d["position_in_queue"] = positions[w.id]
+    return d
+
+
+def queue(spec, tree, counts: dict) -> dict:
+    d = spec.to_dict()
+    d["usage"] = render(tree.usage.get(spec.name, {}))
+    d["effective_guaranteed"] = render(tree.guaranteed.get(spec.name, {}))
+    d["leaf"] = tree.is_leaf(spec.name)
+    d["children"] = list(tree.children.get(spec.name, []))
+    d["pending"], d["running"] = counts.get(spec.name, (0, 0))
+    return d
+
+
+def node(n, holders: list[Workload]) -> dict:
+    d = n.spec.to_dict()
+    d["free_gpus"] = list(n.free_gpus)
+    d["free_cpu"] = f"{n.free_cpu}m"
+    d["free_memory"] = n.free_memory
+    d["simulated"] = n.spec.labels.get("computehub/simulated") == "true"
+    d["workloads"] = [{"id": w.id, "user": w.user, "gpus": [list(a.gpus) for a in w.placement if a.node == n.spec.name]}
+                      for w in holders]
+    return d
