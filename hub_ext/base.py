@@ -40,8 +40,10 @@ class BaseHandler(HubOAuthenticated, web.RequestHandler):
     async def prepare(self):
         # Resolve the user without blocking the event loop; get_current_user reuses it.
         await self.hub_auth.get_user(self, sync=False)
-        if self.request.method not in ("GET", "HEAD", "OPTIONS"):
-            # Cookie (browser) requests must carry the XSRF token; token requests need not.
+        if (self.request.method not in ("GET", "HEAD", "OPTIONS") and not getattr(self, "_token_authenticated", False)
+                and self.get_cookie(self.hub_auth.cookie_name)):
+            # Cookie (browser) requests must carry the XSRF token (403 naming it); token requests
+            # need not, and a request with neither cookie nor token is a plain 401.
             HubOAuthenticated.check_xsrf_cookie(self)
 
     def check_xsrf_cookie(self):

@@ -88,9 +88,9 @@ computehub simulate --trace sample --policy sjf --json
         "simulate": ("hub_ext.cli_simulate.SimulateApp",
                      "Replay a GPU cluster trace through the scheduler on a virtual clock and "
                      "print job completion times, queueing, utilisation and fairness."),
-        "demo": ("hub_ext.cli_simulate.DemoApp",
-                 "Replay the shipped sample trace with FIFO and ComputeHub's default policy side by "
-                 "side, and let some waiting jobs explain themselves."),
+        "demo": ("hub_ext.demo.DemoApp",
+                 "Run the whole platform on 127.0.0.1 (JupyterHub, proxy, ComputeHub, demo users); "
+                 "--replay replays a real trace instead."),
     }
 
     def start(self):

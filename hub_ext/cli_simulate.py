@@ -126,8 +126,8 @@ def _json_default(o):
     raise TypeError(f"cannot encode {type(o).__name__}")
 
 
-class DemoApp(Command):
-    name = "computehub demo"
+class ReplayDemoApp(Command):
+    name = "computehub demo --replay"
     description = ("A first look at the scheduler: replay the shipped sample trace (400 real jobs "
                    "of an ITP GPU cluster) with FIFO and ComputeHub's default policy side by side, "
                    "then let a few jobs that wait halfway through explain where they stand and why.")
@@ -135,7 +135,7 @@ class DemoApp(Command):
     explain_count = Int(3, help="How many waiting jobs (count) explain themselves.").tag(config=True)
     at_fraction = Float(0.5, help="When to look at the waiting jobs, as a fraction (0..1) of the "
                           "trace's submission span (seconds).").tag(config=True)
-    aliases = {"explain": "DemoApp.explain_count", "at": "DemoApp.at_fraction"}
+    aliases = {"explain": "ReplayDemoApp.explain_count", "at": "ReplayDemoApp.at_fraction"}
 
     def start(self):
         self.refuse_extra_args()

@@ -54,8 +54,8 @@ def test_simulate_compare_table_and_given_capacity():
     assert any(line.startswith("avg JCT (h)") for line in lines)
 
 
-def test_demo_shows_policies_and_explanations():
-    r = cli("demo")
+def test_replay_demo_shows_policies_and_explanations():
+    r = cli("demo", "--replay")
     assert r.returncode == 0, r.stderr
     assert "fifo" in r.stdout and "default" in r.stdout
     assert "why:" in r.stdout and "ETA:" in r.stdout and "position" in r.stdout

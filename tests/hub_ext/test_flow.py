@@ -1,0 +1,132 @@
+"""A user's path through the real hub and proxy: log in, get a token, submit, list,
+watch the event stream, cancel; plus admin changes, the audit log and metrics."""
+
+import json
+import threading
+import time
+
+import requests
+
+
+def _login(hub, user):
+    s = requests.Session()
+    s.get(hub.url + "/hub/login", timeout=10)
+    r = s.post(hub.url + "/hub/login", data={"username": user, "password": "pw", "_xsrf": s.cookies.get("_xsrf")},
+               timeout=10, allow_redirects=False)
+    assert r.status_code == 302, r.text
+    return s
+
+
+def _events(hub, token, until, timeout=20.0):
+    """Read the SSE stream until ``until(snapshot)`` is true; returns all snapshots seen."""
+    seen = []
+    with requests.get(hub.api + "/events", headers={"Authorization": f"token {token}"}, stream=True,
+                      timeout=timeout) as r:
+        assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/event-stream")
+        deadline = time.time() + timeout
+        event = None
+        for line in r.iter_lines(decode_unicode=True):
+            if line.startswith("event:"):
+                event = line.split(":", 1)[1].strip()
+            elif line.startswith("data:") and event == "workloads":
+                snap = json.loads(line[5:])
+                seen.append(snap)
+                if until(snap):
+                    break
+            if time.time() > deadline:
+                raise AssertionError(f"stream did not reach the expected state; saw {seen[-3:]}")
+    return seen
+
+
+def test_login_token_submit_list_watch_cancel(hub):
+    s = _login(hub, "bob")
+    tok = s.post(hub.url + "/hub/api/users/bob/tokens", json={"note": "flow"},
+                 headers={"X-XSRFToken": s.cookies.get("_xsrf")}, timeout=10).json()["token"]
+    # Fill vision's guarantee (4 GPUs on gpu-a/gpu-b) so that the next one waits.
+    first = hub.call("POST", "/workloads", tok, json={"name": "big", "kind": "training",
+                                                      "resources": {"gpu": 4}, "time_limit": 3600})
+    assert first.status_code == 201, first.text
+    big = first.json()
+    assert big["user"] == "bob" and big["queue"] == "vision" and first.headers["Location"].endswith(big["id"])
+    _events(hub, tok, lambda snap: any(w["id"] == big["id"] and w["state"] == "admitted" for w in snap))
+    waiter = hub.call("POST", "/workloads", tok, json={"name": "waits", "kind": "notebook", "resources": {"gpu": 1}})
+    assert waiter.status_code == 201, waiter.text
+    wid = waiter.json()["id"]
+
+    snaps = _events(hub, tok, lambda snap: any(w["id"] == big["id"] and w["state"] == "admitted" for w in snap)
+                    and any(w["id"] == wid and "guaranteed" in (w.get("reason") or "") for w in snap))
+    mine = {w["id"]: w for w in snaps[-1]}
+    assert mine[big["id"]]["state"] in ("admitted", "running")
+    assert mine[wid]["state"] == "pending" and mine[wid]["position"] >= 1
+    assert "guaranteed" in mine[wid]["reason"]          # interactive work runs inside vision's 4 GPUs
+
+    listed = hub.call("GET", "/workloads", tok).json()
+    ids = [w["id"] for w in listed["workloads"]]
+    assert big["id"] in ids and wid in ids and all(w["user"] == "bob" for w in listed["workloads"])
+    detail = hub.call("GET", f"/workloads/{wid}", tok).json()
+    assert detail["explanation"]["position_in_queue"] >= 1 and detail["explanation"]["reason"]
+
+    # Watch the cancel arrive on the stream.
+    got = {}
+
+    def watch():
+        got["snaps"] = _events(hub, tok, lambda snap: all(w["id"] != big["id"] for w in snap))
+
+    t = threading.Thread(target=watch)
+    t.start()
+    time.sleep(0.5)
+    r = hub.call("DELETE", f"/workloads/{big['id']}", tok)
+    assert r.status_code == 200 and r.json()["state"] == "cancelled"
+    t.join(25)
+    assert got.get("snaps"), "the stream never showed the cancel"
+    # Its GPUs went back: the waiting notebook starts now.
+    deadline = time.time() + 10
+    while time.time() < deadline and hub.call("GET", f"/workloads/{wid}", tok).json()["state"] == "pending":
+        time.sleep(0.2)
+    assert hub.call("GET", f"/workloads/{wid}", tok).json()["state"] == "admitted"
+    assert hub.call("DELETE", f"/workloads/{wid}", tok).status_code == 200
+    assert hub.call("DELETE", f"/workloads/{wid}", tok).status_code == 409
+
+
+def test_admin_changes_are_audited_with_before_and_after(hub):
+    ada = hub.tokens["ada"]
+    before = hub.call("GET", "/queues/nlp", ada).json()
+    r = hub.call("PATCH", "/queues/nlp", ada, json={"weight": 2.5})
+    assert r.status_code == 200 and r.json()["weight"] == 2.5
+    events = hub.call("GET", "/audit?kind=queue_updated", ada).json()["events"]
+    last = events[-1]
+    assert last["data"]["actor"] == "ada" and last["data"]["queue"] == "nlp"
+    assert last["data"]["before"]["weight"] == before["weight"] and last["data"]["after"]["weight"] == 2.5
+    assert hub.call("PATCH", "/queues/nlp", ada, json={"weight": before["weight"]}).status_code == 200
+    bad = hub.call("PATCH", "/queues/nlp", ada, json={"limit": {"gpu": 1}, "guaranteed": {"gpu": 4}})
+    assert bad.status_code == 400 and bad.json()["error"] == "invalid" and "below its" in bad.json()["message"]
+
+
+def test_approval_flow(hub):
+    carol, ada = hub.tokens["carol"], hub.tokens["ada"]
+    r = hub.call("POST", "/workloads", carol, json={"kind": "training", "resources": {"gpu": 8}, "workers": 1,
+                                                    "time_limit": 60})
+    assert r.status_code == 400         # no node holds 8 GPUs: refused before anything is written
+    r = hub.call("POST", "/workloads", carol, json={"kind": "training", "resources": {"gpu": 4}, "workers": 2})
+    assert r.status_code == 201 and r.json()["state"] == "awaiting_approval"
+    wid = r.json()["id"]
+    assert wid in [w["id"] for w in hub.call("GET", "/approvals", ada).json()["approvals"]]
+    assert hub.call("GET", "/approvals", carol).status_code == 403
+    d = hub.call("POST", f"/approvals/{wid}", ada, json={"approve": False, "reason": "book a slot first"})
+    assert d.status_code == 200 and d.json()["state"] == "rejected"
+    assert hub.call("GET", f"/workloads/{wid}", carol).json()["reason"] == "book a slot first"
+
+
+def test_metrics_need_a_scope_and_describe_the_scheduler(hub):
+    assert requests.get(hub.service_url + "/metrics", timeout=10).status_code == 401
+    assert requests.get(hub.service_url + "/metrics", headers={"Authorization": f"token {hub.tokens['alice']}"},
+                        timeout=10).status_code == 403
+    r = requests.get(hub.service_url + "/metrics", headers={"Authorization": f"token {hub.tokens['ada']}"},
+                     timeout=10)
+    assert r.status_code == 200
+    text = r.text
+    for name in ("computehub_gpus_total", "computehub_gpus_allocated", "computehub_workloads",
+                 "computehub_queue_wait_seconds_bucket", "computehub_scheduling_cycle_duration_seconds_count",
+                 "computehub_preemptions_total"):
+        assert name in text, name
+    assert 'computehub_gpus_total{flavor="a100"} 8.0' in text
