@@ -4,7 +4,10 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: test demo bench install postgres clean
+CHP    := $(VENV)/chp/node_modules/.bin/configurable-http-proxy
+CHP_VERSION := 5.3.0
+
+.PHONY: test demo bench install postgres browser clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -12,18 +15,27 @@ $(PY):
 
 # Re-installs only when pyproject.toml changed (the stamp carries its checksum).
 $(STAMP): $(PY) pyproject.toml
-	$(PY) -m pip install -q -e '.[test,postgres]'
+	$(PY) -m pip install -q -e '.[hub,test,postgres]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
-install: $(STAMP)
+# JupyterHub's real proxy, from npm, next to the virtualenv.
+$(CHP):
+	npm install --silent --no-audit --no-fund --prefix $(VENV)/chp configurable-http-proxy@$(CHP_VERSION)
+
+install: $(STAMP) $(CHP)
 
 # The suite starts its own PostgreSQL server; install the server binaries if the machine lacks them.
 postgres:
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
 	  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql)
 
-test: install postgres
+# Browser tests drive the system Chromium (never a downloaded browser build).
+browser:
+	@test -x /usr/bin/chromium || \
+	  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
+
+test: install postgres browser
 	$(PY) -m pytest -q -p no:cacheprovider
 
 demo: install

@@ -7,6 +7,7 @@ returns what it decided; the caller (``core.Scheduler``) makes that durable.
 
 from __future__ import annotations
 
+import gc
 import math
 import time as _time
 from dataclasses import dataclass, field
@@ -89,7 +90,11 @@ class Engine:
         self.fairshare = FairShare(self.config.half_life)
         self._leaving = Leaving()
         self._nominated: list[Workload] = []
-        self._fail_cache: dict = {}      # placement shape -> Blocker, within one cycle
+        # Within one cycle: placement shape -> Blocker, for placements that ignore
+        # reservations (True) and that respect them (False).
+        self._fail_cache: dict[bool, dict] = {True: {}, False: {}}
+        self._shapes: dict[str, tuple] = {}
+        self._preempting = self.config.preemption
         self._preempt_fail: set = set()  # preemption keys that found no victims, within one cycle
         self._victims: preemption.VictimIndex | None = None
 
@@ -120,12 +125,26 @@ class Engine:
     # --- one cycle ------------------------------------------------------------
 
     def cycle(self, now: float) -> CycleResult:
+        # A cycle allocates many small tuples; with tens of thousands of workloads alive,
+        # the cyclic garbage collector would rescan them all mid-cycle. It runs after.
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._cycle(now)
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    def _cycle(self, now: float) -> CycleResult:
         t0 = _time.perf_counter()
         st, cfg = self.state, self.config
         self.fairshare.advance(now, st.tree)
         order = self.order()
         res = CycleResult(now=now, order=[w.id for w in order])
-        self._fail_cache = {}
+        self._fail_cache = {True: {}, False: {}}
+        self._preempting = cfg.preemption
+        if len(self._shapes) > 2 * len(st.pending) + 1000:
+            self._shapes = {}
         self._preempt_fail = set()
         self._victims = None
         # Work being preempted is treated as gone for this cycle; whatever lands on
@@ -189,27 +208,28 @@ class Engine:
         """Fast path for a long tail of pending work: its shape already failed to place
         and preemption already failed for its kind, so it cannot start this cycle
         whatever its quota says (``explain`` refines the reason on demand)."""
-        failed = self._fail_cache.get(self._shape(w, rsv is None))
+        shape = self._shape(w)
+        failed = self._fail_cache[rsv is None].get(shape)
         if failed is None:
             return False
-        if rsv is not None and self._fail_cache.get(self._shape(w, True)) is None:
+        if rsv is not None and self._fail_cache[True].get(shape) is None:
             return False    # might be held back only by the reservation: take the full path
-        if self.config.preemption and self._preempt_key(w, cls) not in self._preempt_fail:
+        if self._preempting and (w.queue, cls.rank, shape) not in self._preempt_fail:
             return False
         res.blockers[w.id] = failed
         return True
 
-    @staticmethod
-    def _shape(w: Workload, unreserved: bool) -> tuple:
-        r, sel = w.request, w.node_selector
-        return (w.gpu_model, w.workers, r.get(GPU, 0), r.get(CPU, 0), r.get(MEMORY, 0),
-                tuple(sorted(sel.items())) if sel else (), unreserved)
+    def _shape(self, w: Workload) -> tuple:
+        """What placement depends on; workloads of one shape fit or fail alike (cached)."""
+        s = self._shapes.get(w.id)
+        if s is None:
+            r, sel = w.request, w.node_selector
+            s = self._shapes[w.id] = (w.gpu_model, w.workers, r.get(GPU, 0), r.get(CPU, 0), r.get(MEMORY, 0),
+                                      tuple(sorted(sel.items())) if sel else ())
+        return s
 
-    @staticmethod
-    def _preempt_key(w: Workload, cls: PriorityClass) -> tuple:
-        r, sel = w.request, w.node_selector
-        return (w.queue, cls.rank, w.gpu_model, w.workers, r.get(GPU, 0), r.get(CPU, 0), r.get(MEMORY, 0),
-                tuple(sorted(sel.items())) if sel else ())
+    def _preempt_key(self, w: Workload, cls: PriorityClass) -> tuple:
+        return (w.queue, cls.rank, self._shape(w))
 
     def _admit(self, w: Workload, placement, now: float, res: CycleResult) -> None:
         self.state.allocate(w, placement, now, ADMITTED)
@@ -258,15 +278,16 @@ class Engine:
     def _place(self, w: Workload, reserved) -> list | Blocker:
         """A placement for every worker of ``w``, or why there is none (cached per shape)."""
         st = self.state
-        shape = self._shape(w, reserved is None)
-        failed = self._fail_cache.get(shape)
+        shape = self._shape(w)
+        cache = self._fail_cache[reserved is None]
+        failed = cache.get(shape)
         if failed is not None:
             return failed
         placement = st.inventory.place(w, reserved)
         if placement is not None:
             return placement
         blocker = self._capacity_blocker(w)
-        self._fail_cache[shape] = blocker
+        cache[shape] = blocker
         return blocker
 
     def _capacity_blocker(self, w: Workload) -> Blocker:
@@ -302,11 +323,11 @@ class Engine:
             self._preempt_fail.add(key)
             return False
         saved_cache = self._fail_cache
-        self._fail_cache = {}   # capacity changes while victims are tried
+        self._fail_cache = {True: {}, False: {}}   # capacity changes while victims are tried
 
         def attempt():
             out = self._try(w, now, reserved)
-            self._fail_cache = {}
+            self._fail_cache = {True: {}, False: {}}
             return out if isinstance(out, list) else None
 
         placement, victims = preemption.choose(st, w, cands, attempt, self.config.max_victims_tried)
