@@ -82,20 +82,20 @@ class DemoApp(Command):
 
     def write_config(self, data: Path, chp: Path) -> Path:
         members = {u: g for g, us in TEAMS.items() for u in us}
-        (data / "computehub_config.py").write_text(textwrap.dedent(f"""
+        (data / "computehub_config.py").write_text(textwrap.dedent("""
             # ComputeHub service config for the demo (edit freely; kept between runs).
             from spawner.inventory import local_nodes
 
             c.ComputeHubService.nodes = local_nodes()   # NVML GPUs, or one simulated node
             gpus = sum(n["gpus"] for n in c.ComputeHubService.nodes)
             c.ComputeHubService.initial_queues = [
-                {{"name": "org"}},
-                {{"name": "vision", "parent": "org", "guaranteed": {{"gpu": gpus // 2}}, "groups": ["vision"],
-                  "user_limit": {{"gpu": max(1, gpus // 2)}}, "idle": {{"warn_after": 1800, "release_after": 3600}}}},
-                {{"name": "nlp", "parent": "org", "guaranteed": {{"gpu": gpus - gpus // 2}}, "groups": ["nlp"],
-                  "approval_above": {{"gpu": max(1, gpus // 2)}}}},
+                {"name": "org"},
+                {"name": "vision", "parent": "org", "guaranteed": {"gpu": gpus // 2}, "groups": ["vision"],
+                  "user_limit": {"gpu": max(1, gpus // 2)}, "idle": {"warn_after": 1800, "release_after": 3600}},
+                {"name": "nlp", "parent": "org", "guaranteed": {"gpu": gpus - gpus // 2}, "groups": ["nlp"],
+                  "approval_above": {"gpu": max(1, gpus // 2)}},
             ]
-            c.ComputeHubService.prices = {{"any": 2.0, "sim": 0.0}}
+            c.ComputeHubService.prices = {"any": 2.0, "sim": 0.0}
             """))
         groups = {g: {"users": us} for g, us in TEAMS.items()}
         cfg = data / "jupyterhub_config.py"

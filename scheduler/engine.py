@@ -12,64 +12,20 @@ import math
 import time as _time
 from dataclasses import dataclass, field
 
-from traitlets import Bool, Enum, Float, Integer, TraitError, validate
-from traitlets.config import Configurable
 
 from . import backfill, preemption
 from .backfill import Reservation
 from .blockers import (CAPACITY, GUARANTEE_ONLY, LENDING, NO_BORROW, NO_NODE, QUEUE_LIMIT, RESERVED,
                        STRICT_ORDER, USER_LIMIT, WAITING_PREEMPTION, Blocker)
+from .config import EngineConfig
 from .fairshare import FairShare
+from .leaving import Leaving
 from .model import ADMITTED, PREEMPTED, PREEMPTING, PriorityClass, Workload
-from .resources import CPU, GPU, MEMORY, add_into, flavor_key
+from .resources import CPU, GPU, MEMORY, flavor_key
 from .state import ClusterState
 
 # Blockers that preempting someone could lift.
 _PREEMPTION_HELPS = {CAPACITY, QUEUE_LIMIT, USER_LIMIT, GUARANTEE_ONLY, NO_BORROW, LENDING}
-
-
-class EngineConfig(Configurable):
-    """How the engine decides. The defaults are ComputeHub's policy; trace replay
-    expresses FIFO and the classic policies as other settings of the same engine."""
-
-    backfill = Enum(
-        ["none", "skip", "reserve"], default_value="reserve", config=True,
-        help="""What may start when the work at the head of the line cannot.
-        'reserve' (EASY backfill): the first such workload reserves the capacity it will
-        get when running work ends at its declared time limit; others start on the rest,
-        or on the reserved capacity if their own declared time limit ends before then.
-        'skip': anything that fits starts. 'none': strict order, nothing passes.""")
-    preemption = Bool(
-        True, config=True,
-        help="Preempt lower-ranked or borrowed work (reclaim) to admit work that is entitled to it.")
-    order = Enum(
-        ["priority", "fifo", "sjf"], default_value="priority", config=True,
-        help="""Order of pending work. 'priority': class rank, then fair share, then age.
-        'fifo': submission order. 'sjf': shortest declared time limit first (replay studies).""")
-    half_life = Float(
-        7 * 86400.0, config=True,
-        help="Half-life of past usage in fair share, in seconds (Slurm's PriorityDecayHalfLife).")
-    reservations = Integer(
-        1, config=True,
-        help="How many blocked workloads (first in line) hold a backfill reservation at a time.")
-    release_on_preempt = Bool(
-        False, config=True,
-        help="""True: a preempted workload's resources are free at once (trace replay).
-        False: it keeps them until its launcher reports it stopped; whoever needs them waits.""")
-    max_victims_tried = Integer(
-        256, config=True,
-        help="The most preemption candidates considered for one pending workload per cycle.")
-
-    @validate("half_life")
-    def _positive_half_life(self, proposal):
-        if proposal["value"] <= 0:
-            raise TraitError("half_life must be a positive number of seconds")
-        return proposal["value"]
-
-    def copy(self, **changes) -> "EngineConfig":
-        values = {name: getattr(self, name) for name in self.trait_names(config=True)}
-        values.update(changes)
-        return EngineConfig(**values)
 
 
 @dataclass
@@ -357,68 +313,3 @@ class Engine:
             self.state.requeue(v)
         else:
             v.state = PREEMPTED
-
-
-class Leaving:
-    """What preempted work still holds, per node, while the cycle treats it as gone."""
-
-    def __init__(self):
-        self.workloads: list[Workload] = []
-        self.gpus: dict[str, set[int]] = {}
-        self.cpu: dict[str, int] = {}
-        self.memory: dict[str, int] = {}
-
-    def add(self, v: Workload) -> None:
-        self.workloads.append(v)
-        for a in v.placement:
-            self.gpus.setdefault(a.node, set()).update(a.gpus)
-            self.cpu[a.node] = self.cpu.get(a.node, 0) + v.request.get(CPU, 0)
-            self.memory[a.node] = self.memory.get(a.node, 0) + v.request.get(MEMORY, 0)
-
-    def quota_relied_on(self, state, w: Workload) -> int:
-        """How many leaving workloads must stop before ``w`` (already charged) is within
-        its queue limits, user limit and, for work that may not borrow, its guarantee."""
-        if not self.workloads:
-            return 0
-        tree = state.tree
-        chain = tree.chain[w.queue]
-        mine = [v for v in self.workloads if v.queue in chain or any(q in chain for q in tree.chain[v.queue])]
-        if not mine:
-            return 0
-        gone: dict[str, dict[str, int]] = {}
-        gone_user: dict[str, int] = {}
-        for v in mine:
-            for q in tree.chain[v.queue]:
-                if q in chain:
-                    add_into(gone.setdefault(q, {}), v.total)
-            if v.queue == w.queue and v.user == w.user:
-                add_into(gone_user, v.total)
-        cls = state.classes[w.priority]
-        for q in chain:
-            u, g = tree.usage[q], gone.get(q, {})
-            for k, lim in tree.limit[q].items():
-                if u.get(k, 0) + g.get(k, 0) > lim and g.get(k):
-                    return len(mine)
-        ulim = tree.specs[w.queue].limit_for_user(w.user)
-        uu = tree.user_usage.get((w.queue, w.user), {})
-        for k, lim in ulim.items():
-            if uu.get(k, 0) + gone_user.get(k, 0) > lim and gone_user.get(k):
-                return len(mine)
-        if not (cls.preemptible and cls.may_borrow):
-            u, g, gov = tree.usage[w.queue], gone.get(w.queue, {}), tree.governed[w.queue]
-            for k, v in g.items():
-                if k in gov and v and u.get(k, 0) + v > tree.guaranteed[w.queue].get(k, 0):
-                    return len(mine)
-        return 0
-
-    def relied_on(self, inv, placement) -> int:
-        """How many leaving workloads ``placement`` (already allocated) must wait for."""
-        if not self.workloads:
-            return 0
-        nodes = set()
-        for a in placement:
-            n = inv.nodes[a.node]
-            if (self.gpus.get(a.node, set()) & set(a.gpus) or n.free_cpu < self.cpu.get(a.node, 0)
-                    or n.free_memory < self.memory.get(a.node, 0)):
-                nodes.add(a.node)
-        return sum(1 for v in self.workloads if any(a.node in nodes for a in v.placement))

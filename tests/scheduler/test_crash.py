@@ -29,7 +29,6 @@ holds.
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import subprocess

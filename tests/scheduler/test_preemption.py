@@ -70,7 +70,7 @@ def test_victims_are_chosen_on_one_node_to_keep_the_set_small():
 def test_live_mode_waits_for_victims_to_stop_before_starting_the_preemptor():
     s = cluster(nodes=1, gpus=4, release=False, queues=[{"name": "a", "guaranteed": {"gpu": 2}},
                                                          {"name": "b", "guaranteed": {"gpu": 2}}])
-    b1, b2 = job(s, "b", user="bob", gpus=2, now=0), job(s, "b", user="bob", gpus=2, now=0)
+    _, b2 = job(s, "b", user="bob", gpus=2, now=0), job(s, "b", user="bob", gpus=2, now=0)
     s.cycle(now=0)
     a1 = job(s, "a", gpus=1, now=700)
     a2 = job(s, "a", gpus=1, now=700)

@@ -223,7 +223,6 @@ def test_queue_under_guarantee_gets_it_back_within_one_cycle(world, release):
     assert violations(s.state) == []
     admitted = {w.id for w in res.admitted}
     for wid in a_ids:
-        w = s.state.workloads[wid]
         blocker = res.blockers.get(wid)
         assert wid in admitted or (blocker and blocker.code == "waiting_preemption"), \
             (b_used, blocker and blocker.text())
