@@ -19,24 +19,25 @@ class MeHandler(BaseHandler):
         self.write_json(self.caller.to_dict())
 
 
-def _counts(sched) -> dict:
-    counts: dict[str, list[int]] = {}
+def counts(sched) -> dict:
+    """(pending, running) per queue."""
+    per_queue: dict[str, list[int]] = {}
     for w in sched.state.workloads.values():
-        c = counts.setdefault(w.queue, [0, 0])
+        c = per_queue.setdefault(w.queue, [0, 0])
         if w.state == PENDING:
             c[0] += 1
         elif w.state in HOLDING:
             c[1] += 1
-    return {q: tuple(c) for q, c in counts.items()}
+    return {q: tuple(c) for q, c in per_queue.items()}
 
 
 class QueuesHandler(BaseHandler):
     async def get(self):
         self.caller  # noqa: B018 - authenticated callers only
         sched = self.service.sched
-        counts = _counts(sched)
+        per_queue = counts(sched)
         tree = sched.state.tree
-        self.write_json({"queues": [views.queue(s, tree, counts) for s in tree.specs.values()]})
+        self.write_json({"queues": [views.queue(s, tree, per_queue) for s in tree.specs.values()]})
 
 
 class QueueHandler(BaseHandler):
@@ -45,7 +46,7 @@ class QueueHandler(BaseHandler):
         tree = self.service.sched.state.tree
         if name not in tree.specs:
             raise NotFound(f"unknown queue {name!r}")
-        self.write_json(views.queue(tree.specs[name], tree, _counts(self.service.sched)))
+        self.write_json(views.queue(tree.specs[name], tree, counts(self.service.sched)))
 
     async def put(self, name):
         caller = self.caller
@@ -89,6 +90,13 @@ class ClassesHandler(BaseHandler):
 
 
 class ClassHandler(BaseHandler):
+    async def get(self, name):
+        self.caller  # noqa: B018
+        pc = self.service.sched.state.classes.get(name)
+        if pc is None:
+            raise NotFound(f"unknown priority class {name!r}")
+        self.write_json(pc.to_dict())
+
     async def put(self, name):
         caller = self.caller
         self.require(caller.is_admin, ADMIN)

@@ -30,7 +30,8 @@ def configure_jupyterhub(c, *, name: str = "computehub", port: int = 10101, url:
     custom.update(CUSTOM_SCOPES)
     c.JupyterHub.custom_scopes = custom
     access = f"access:services!service={name}"
-    service = {"name": name, "display": True,
+    # The service is the hub admins' own: its pages need no extra "authorize" click.
+    service = {"name": name, "display": True, "oauth_no_confirm": True,
                "oauth_client_allowed_scopes": [SUBMIT, TEAM, ADMIN, ON_BEHALF, READ_METRICS, access]}
     if url:
         service["url"] = url

@@ -1,0 +1,151 @@
+"""The admin pages in a real browser, against a real hub, proxy and service.
+
+Chromium (the Debian package, driven by Playwright) logs in through the hub's
+login form and OAuth, edits a queue's guarantee and drains a node from the
+pages, and the REST API confirms both. A second browser context is a user
+without the admin scope: she gets the 403 page and her own landing page.
+Nothing is emulated; the hub has no GPU nodes beyond the two declared ones.
+A screenshot of the admin page is kept in ``test-artifacts/admin-page.png``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the test extra)")
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run"]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+NEED_ADMIN = "ComputeHub admin pages need the custom:computehub:admin scope"
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="apt-get install -y chromium"),
+]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def admin_hub(fresh_hub):
+    """A hub of our own: the test changes quotas and drains nodes."""
+    return fresh_hub.start()
+
+
+def login(page, hub, url: str, user: str) -> None:
+    """Visit ``url``: the service sends us to the hub's login form, then through OAuth back."""
+    page.goto(url)
+    page.wait_for_url(re.compile(r".*/hub/login.*"))
+    page.fill("#username_input", user)
+    page.fill("#password_input", "pw")
+    page.click("#login_submit")
+    page.wait_for_load_state()
+    if "/oauth2/authorize" in page.url:    # the hub asks once whether the service may know who we are
+        page.click("button[type=submit]:has-text('Authorize')")
+    page.wait_for_url(url)
+
+
+def test_admin_edits_quota_and_drains_node(admin_hub, browser, tmp_path):
+    hub = admin_hub
+    ada = hub.tokens["ada"]
+    assert hub.call("GET", "/queues/vision", ada).json()["guaranteed"]["gpu"] == 4
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = ctx.new_page()
+    page.set_default_timeout(20_000)
+    try:
+        login(page, hub, hub.service_url + "/admin/", "ada")
+        assert page.locator("h1").inner_text() == "Queues and quotas"
+        assert "Signed in as ada" in page.locator("header.top").inner_text()
+        vision = page.locator("form.quota-form[data-queue=vision]")
+
+        # An API error (limit below the guarantee) is shown on the page, and nothing changes.
+        vision.locator("input[name=limit_gpu]").fill("1")
+        vision.locator("button[type=submit]").click()
+        status = vision.locator("output.form-status")
+        sync_api.expect(status).to_contain_text("is below its guarantee")
+        sync_api.expect(page.locator("#flash")).to_contain_text("400 invalid")
+        assert hub.call("GET", "/queues/vision", ada).json()["limit"] == {}
+
+        # Lower vision's guarantee 4 -> 3: the page reloads with it, and the API has it.
+        vision.locator("input[name=limit_gpu]").fill("")
+        vision.locator("input[name=guaranteed_gpu]").fill("3")
+        vision.locator("button[type=submit]").click()
+        sync_api.expect(page.locator("#flash")).to_contain_text("Saved the quotas of queue vision")
+        shot = tmp_path / "admin-page.png"
+        page.screenshot(path=str(shot), full_page=True)
+        ARTIFACTS.mkdir(exist_ok=True)
+        shutil.copyfile(shot, ARTIFACTS / "admin-page.png")
+        page.reload()
+        sync_api.expect(vision.locator("input[name=guaranteed_gpu]")).to_have_value("3")
+        sync_api.expect(page.locator("#queue-vision .usage-text").first).to_contain_text("3 guaranteed")
+        q = hub.call("GET", "/queues/vision", ada).json()
+        assert q["guaranteed"]["gpu"] == 3
+        assert q["user_limit"] == {"gpu": 8} and q["groups"] == ["vision"]    # the rest is kept
+
+        # Drain gpu-b from the nodes page.
+        page.click("nav >> text=Nodes")
+        page.wait_for_url(hub.service_url + "/admin/nodes")
+        page.click("button:has-text('Drain gpu-b')")
+        sync_api.expect(page.locator("#flash")).to_contain_text("gpu-b is draining")
+        sync_api.expect(page.locator("#node-gpu-b .drain-state")).to_have_text("draining")
+        sync_api.expect(page.locator("#node-gpu-a .drain-state")).to_have_text("schedulable")
+        assert hub.call("GET", "/nodes/gpu-b", ada).json()["draining"] is True
+        assert hub.call("GET", "/nodes/gpu-a", ada).json()["draining"] is False
+
+        # Reject a request that waits for approval, with a reason.
+        carol = hub.tokens["carol"]
+        big = hub.call("POST", "/workloads", carol, json={"queue": "nlp", "resources": {"gpu": 4}, "workers": 2})
+        assert big.json()["state"] == "awaiting_approval", big.text
+        wid = big.json()["id"]
+        page.click("nav >> text=Approvals")
+        row = page.locator(f"#approval-{wid}")
+        sync_api.expect(row).to_contain_text("needs an admin's approval above 6")
+        row.locator("input[name=reason]").fill("use two GPUs")
+        row.locator("button:has-text('Reject')").click()
+        sync_api.expect(page.locator("#flash")).to_contain_text(f"Rejected {wid}")
+        sync_api.expect(page.locator("main")).to_contain_text("No request is waiting")
+        w = hub.call("GET", f"/workloads/{wid}", carol).json()
+        assert (w["state"], w["reason"]) == ("rejected", "use two GPUs")
+
+        # The audit log page shows both changes with who made them.
+        page.click("nav >> text=Audit log")
+        rows = page.locator("table.audit tbody tr")
+        sync_api.expect(rows.filter(has_text="queue vision: guaranteed.gpu: 4 → 3")).to_contain_text("ada")
+        sync_api.expect(rows.filter(has_text="node gpu-b: draining: false → true")).to_contain_text("ada")
+    finally:
+        ctx.close()
+
+
+def test_non_admin_gets_403_and_own_landing_page(hub, browser):
+    ctx = browser.new_context()
+    page = ctx.new_page()
+    page.set_default_timeout(20_000)
+    try:
+        login(page, hub, hub.service_url + "/admin/", "alice")
+        assert page.locator("h1").inner_text() == "403 Forbidden"
+        assert NEED_ADMIN in page.locator("main").inner_text()
+        assert page.locator("table").count() == 0 and page.locator("form.quota-form").count() == 0
+        resp = page.goto(hub.service_url + "/admin/nodes")
+        assert resp.status == 403 and "gpu-a" not in page.content()
+
+        page.goto(hub.service_url + "/")
+        assert page.locator(".me-name").inner_text() == "alice"
+        assert page.locator("a[href$='/admin/']").count() == 0
+        assert page.locator("a[href$='api/v1/openapi.json']").count() >= 1
+    finally:
+        ctx.close()
