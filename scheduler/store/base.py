@@ -82,8 +82,10 @@ class Store:
 
     def get_events(self, *, workload_id: str | None = None, since: float | None = None,
                    until: float | None = None, kinds: tuple[str, ...] | None = None,
-                   limit: int | None = None, after_id: int | None = None) -> list[Event]:
-        """Events in id order; ``after_id`` returns only those recorded after that one."""
+                   limit: int | None = None, after_id: int | None = None,
+                   newest_first: bool = False) -> list[Event]:
+        """Events in id order (newest first if asked; ``limit`` then keeps the newest);
+        ``after_id`` returns only those recorded after that one."""
         raise NotImplementedError
 
     def last_event_id(self) -> int:
@@ -179,8 +181,10 @@ class MemoryStore(Store):
         return out[:limit] if limit else out
 
     def get_events(self, *, workload_id=None, since=None, until=None, kinds=None, limit=None,
-                   after_id=None):
+                   after_id=None, newest_first=False):
         events = self.events[after_id:] if after_id else self.events
+        if newest_first:
+            events = events[::-1]
         out = [e for e in events
                if (workload_id is None or e.workload_id == workload_id)
                and (since is None or e.time >= since) and (until is None or e.time < until)

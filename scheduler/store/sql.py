@@ -269,10 +269,10 @@ class SqlStore(Store):
             return [Workload.from_dict(r[0]) for r in conn.execute(q)]
 
     def get_events(self, *, workload_id=None, since=None, until=None, kinds=None,
-                   limit=None, after_id=None) -> list[Event]:
+                   limit=None, after_id=None, newest_first=False) -> list[Event]:
         ev = T.events
         q = select(ev.c.id, ev.c.time, ev.c.kind, ev.c.workload_id, ev.c.reason, ev.c.data
-                   ).order_by(ev.c.id)
+                   ).order_by(ev.c.id.desc() if newest_first else ev.c.id)
         if after_id is not None:
             q = q.where(ev.c.id > after_id)
         if workload_id is not None:

@@ -453,3 +453,17 @@ def test_parity_with_memory_store(store_url, seed):
         assert sql.get_allocations(s, e) == mem.get_allocations(s, e), (s, e)
     assert len(mem.events) > 20 and len(mem.allocations) > 5 and len(ids) > 20   # not vacuous
     sql.close()
+
+
+def test_newest_events_first_with_a_limit(store_url):
+    from scheduler.model import Event
+    from scheduler.store.sql import SqlStore
+
+    for store in (SqlStore(store_url), MemoryStore()):
+        with store.transaction():
+            for i in range(5):
+                store.add_event(Event(float(i), "k", None, str(i)))
+        got = [e.reason for e in store.get_events(limit=2, newest_first=True)]
+        assert got == ["4", "3"]
+        assert [e.reason for e in store.get_events(limit=2)] == ["0", "1"]
+        assert store.last_event_id() == 5
