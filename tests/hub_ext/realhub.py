@@ -164,5 +164,12 @@ class RealHub:
         pid = self.service_pid()
         if pid:
             os.kill(pid, signal.SIGKILL)
+        # A hub killed hard leaves its proxy running by design; never leave one behind.
+        pidfile = self.dir / "jupyterhub-proxy.pid"
+        if pidfile.exists():
+            try:
+                os.kill(int(pidfile.read_text().strip()), signal.SIGKILL)
+            except (ValueError, ProcessLookupError, PermissionError):
+                pass
         if getattr(self, "log", None):
             self.log.close()
