@@ -58,7 +58,8 @@ class QueueHandler(BaseHandler):
         existed = name in self.service.sched.state.tree.specs
         spec = self.service.sched.put_queue(body, actor=caller.name)
         self.service.changed()
-        self.write_json(views.queue(spec, self.service.sched.state.tree, {}), status=200 if existed else 201)
+        sched = self.service.sched
+        self.write_json(views.queue(spec, sched.state.tree, counts(sched)), status=200 if existed else 201)
 
     async def patch(self, name):
         caller = self.caller
@@ -72,7 +73,8 @@ class QueueHandler(BaseHandler):
         merged = {**tree.specs[name].to_dict(), **body}
         spec = self.service.sched.put_queue(merged, actor=caller.name)
         self.service.changed()
-        self.write_json(views.queue(spec, self.service.sched.state.tree, {}))
+        sched = self.service.sched
+        self.write_json(views.queue(spec, sched.state.tree, counts(sched)))
 
     async def delete(self, name):
         caller = self.caller
@@ -195,15 +197,22 @@ class ApprovalHandler(BaseHandler):
 
 
 class AuditHandler(BaseHandler):
-    """Every admin action and scheduler decision, oldest first, filterable."""
+    """Every admin action and scheduler decision, filterable: the latest ``limit`` events
+    that match, oldest first (``order=newest`` for newest first)."""
 
     async def get(self):
         caller = self.caller
         self.require(caller.is_admin, "read the audit log (custom:computehub:admin)")
         kinds = tuple(self.get_query_arguments("kind")) or None
+        order = self.get_query_argument("order", "oldest")
+        if order not in ("oldest", "newest"):
+            raise APIError(400, "invalid", "order must be oldest or newest")
         events = self.service.sched.events(
             workload_id=self.get_query_argument("workload", None), since=self.query_float("since"),
-            until=self.query_float("until"), kinds=kinds, limit=self.query_int("limit", 1000, 1, 100_000))
+            until=self.query_float("until"), kinds=kinds, limit=self.query_int("limit", 1000, 1, 100_000),
+            newest_first=True)
+        if order == "oldest":
+            events.reverse()
         self.write_json({"events": [e.to_dict() for e in events]})
 
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
+import time
 
 from scheduler import NotFound, ValidationError
-from scheduler.model import TERMINAL
+from scheduler.model import AWAITING_APPROVAL, HOLDING, KINDS, PENDING, TERMINAL
 
 from . import views
 from .base import APIError, BaseHandler
 
+STATES = (AWAITING_APPROVAL, PENDING, *HOLDING, *TERMINAL)
 SUBMIT_FIELDS = {"name", "queue", "kind", "priority", "resources", "workers", "gpu_model", "time_limit",
                  "node_selector", "user", "metadata"}
 
@@ -23,6 +25,10 @@ class WorkloadsHandler(BaseHandler):
         user = self.get_query_argument("user", None)
         queue = self.get_query_argument("queue", None)
         kind = self.get_query_argument("kind", None)
+        for what, given, known in (("state", states or (), STATES), ("kind", [] if kind is None else [kind], KINDS)):
+            bad = [v for v in given if v not in known]
+            if bad:
+                raise APIError(400, "invalid", f"unknown {what} {bad[0]!r}; one of {', '.join(known)}")
         limit = self.query_int("limit", 100, 1, 10_000)
         offset = self.query_int("offset", 0, 0, 10**9)
         if states and any(s in TERMINAL for s in states):
@@ -49,7 +55,10 @@ class WorkloadsHandler(BaseHandler):
         self.write_json(views.workload(w), status=201)
 
 
-class WorkloadHandler(BaseHandler):
+class _OneWorkload(BaseHandler):
+    """What the handlers of ``workloads/{id}...`` share. Each implements only its own
+    methods (inheriting ``WorkloadHandler`` made ``DELETE .../logs`` cancel the workload)."""
+
     def _visible(self, workload_id: str):
         caller = self.caller
         w = self.service.sched.get(workload_id)      # NotFound → 404
@@ -57,6 +66,8 @@ class WorkloadHandler(BaseHandler):
             raise NotFound(f"no workload {workload_id!r}")   # never reveal others' ids
         return caller, w
 
+
+class WorkloadHandler(_OneWorkload):
     async def get(self, workload_id):
         _, w = self._visible(workload_id)
         d = views.workload(w, self.service.positions)
@@ -73,7 +84,7 @@ class WorkloadHandler(BaseHandler):
         self.write_json(views.workload(w))
 
 
-class WorkloadLogsHandler(WorkloadHandler):
+class WorkloadLogsHandler(_OneWorkload):
     async def get(self, workload_id):
         _, w = self._visible(workload_id)
         tail = self.query_int("tail", 200, 1, 100_000)
@@ -85,7 +96,7 @@ class WorkloadLogsHandler(WorkloadHandler):
         self.write_json({"id": w.id, "lines": lines})
 
 
-class WorkloadStatusHandler(WorkloadHandler):
+class WorkloadStatusHandler(_OneWorkload):
     """Launchers and spawners report what happened to admitted work."""
 
     async def post(self, workload_id):
@@ -105,9 +116,11 @@ class WorkloadStatusHandler(WorkloadHandler):
             w = sched.mark_stopped(w.id)
         elif state == "idle":
             since = body.get("idle_since")
-            if isinstance(since, bool) or not isinstance(since, (int, float)):
-                raise ValidationError("idle_since must be a UNIX time in seconds")
+            if isinstance(since, bool) or not isinstance(since, (int, float)) or not 0 <= since <= time.time() + 60:
+                raise ValidationError("idle_since must be a UNIX time in seconds, not in the future")
             d = sched.report_idle(w.id, float(since))
+            if d.action == "release":
+                self.service.metrics.reclaims.labels(w.queue).inc()
             self.service.changed()
             self.write_json(d.to_dict())
             return

@@ -171,6 +171,8 @@ class ComputeHubService(Application):
             raise APIError(403, "forbidden", "only spawners and admins may submit for another user")
         if not caller.on_behalf and caller.kind != "user":
             raise APIError(403, "forbidden", "a service submits only with custom:computehub:submit-on-behalf")
+        if caller.kind != "user" and "user" not in spec:
+            raise ValidationError("a service must name the user it submits for ('user')")
         spec.setdefault("user", caller.name)
         selector = spec.get("node_selector") or {}
         if selector and not caller.on_behalf:

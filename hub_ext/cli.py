@@ -91,6 +91,17 @@ computehub simulate --trace sample --policy sjf --json
         "demo": ("hub_ext.demo.DemoApp",
                  "Run the whole platform on 127.0.0.1 (JupyterHub, proxy, ComputeHub, demo users); "
                  "--replay replays a real trace instead."),
+        "submit": ("hub_ext.cli_client.SubmitApp", "Submit a training, batch or inference workload."),
+        "queue": ("hub_ext.cli_client.QueueApp",
+                  "Your workloads with state, position, ETA and the reason a waiting one waits."),
+        "cancel": ("hub_ext.cli_client.CancelApp", "Cancel workloads by id."),
+        "quota": ("hub_ext.cli_client_admin.QuotaApp",
+                  "Queues with GPU guarantee, limit and usage; 'quota set' changes one (admins)."),
+        "usage": ("hub_ext.cli_client.UsageApp", "GPU-hours and cost by user, queue, flavor or workload."),
+        "nodes": ("hub_ext.cli_client_admin.NodesApp", "Nodes and GPUs; 'nodes drain/undrain NAME' (admins)."),
+        "approvals": ("hub_ext.cli_client_admin.ApprovalsApp", "Workloads awaiting approval (admins)."),
+        "approve": ("hub_ext.cli_client_admin.ApproveApp", "Approve a workload awaiting approval (admins)."),
+        "reject": ("hub_ext.cli_client_admin.RejectApp", "Reject a workload awaiting approval (admins)."),
     }
 
     def start(self):

@@ -7,11 +7,15 @@ described here is routed.
 
 from __future__ import annotations
 
+from scheduler.model import KINDS
+
+from .api_workloads import STATES
 from .base import BaseHandler
 
 _ERR = {"$ref": "#/components/responses/Error"}
 _NAME = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._@-]{0,62}$"}
-_QUANTITY = {"oneOf": [{"type": "integer", "minimum": 0}, {"type": "number", "minimum": 0}, {"type": "string"}]}
+# Not oneOf [integer, number, ...]: an integer is also a number, so 4 would match two and be invalid.
+_QUANTITY = {"oneOf": [{"type": "number", "minimum": 0}, {"type": "string"}]}
 _VECTOR = {"type": "object", "additionalProperties": _QUANTITY,
            "description": "cpu (cores or '500m'), memory (bytes or '4Gi'), gpu, gpu:<model>"}
 _LABELS = {"type": "object", "additionalProperties": {"type": "string"}}
@@ -19,6 +23,11 @@ _LABELS = {"type": "object", "additionalProperties": {"type": "string"}}
 
 def _ok(schema_ref: str, code: str = "200", desc: str = "OK") -> dict:
     return {code: {"description": desc, "content": {"application/json": {"schema": {"$ref": schema_ref}}}}}
+
+
+def _put(schema_ref: str) -> dict:
+    """PUT answers 200 when it replaced something, 201 when it created it."""
+    return {**_ok(schema_ref, "200", "Replaced"), **_ok(schema_ref, "201", "Created")}
 
 
 def _op(summary: str, responses: dict, *, params=(), body: str | None = None, scope: str = "") -> dict:
@@ -81,7 +90,12 @@ def document(version: str) -> dict:
                 "Status": {"type": "object", "required": ["state"], "properties": {
                     "state": {"type": "string", "enum": ["running", "finished", "failed", "stopped", "idle"]},
                     "exit_code": {"type": "integer"}, "reason": {"type": "string"},
-                    "idle_since": {"type": "number"}}},
+                    "idle_since": {"type": "number", "minimum": 0, "description": "UNIX time"}}},
+                "IdleDecision": {"type": "object", "required": ["action"], "properties": {
+                    "action": {"type": "string"}, "idle_seconds": {"type": "number"},
+                    "warn_after": {"type": "number", "nullable": True},
+                    "release_after": {"type": "number", "nullable": True}, "gpus": {"type": "number"},
+                    "gpu_hours_returned": {"type": "number"}, "release_at": {"type": "number", "nullable": True}}},
                 "Logs": {"type": "object", "properties": {"lines": {"type": "array", "items": {"type": "string"}}}},
                 "Queue": {"type": "object", "properties": {
                     "name": _NAME, "parent": {"type": "string", "nullable": True}, "guaranteed": _VECTOR,
@@ -104,6 +118,8 @@ def document(version: str) -> dict:
                 "NodeFlags": {"type": "object", "additionalProperties": False, "properties": {
                     "healthy": {"type": "boolean"}, "draining": {"type": "boolean"}}},
                 "NodeList": {"type": "object"},
+                "NodeRemoved": {"type": "object", "required": ["removed", "workloads"], "properties": {
+                    "removed": {"type": "string"}, "workloads": {"type": "array", "items": {"type": "string"}}}},
                 "Decision": {"type": "object", "required": ["approve"], "properties": {
                     "approve": {"type": "boolean"}, "reason": {"type": "string"}}},
                 "Events": {"type": "object"},
@@ -115,8 +131,10 @@ def document(version: str) -> dict:
             "/api/v1/me": {"get": _op("Who the caller is and what they may do", _ok("#/components/schemas/Me"))},
             "/api/v1/workloads": {
                 "get": _op("List the workloads the caller may see", _ok("#/components/schemas/WorkloadList"),
-                           params=[_q("state", {"type": "string"}), _q("user", {"type": "string"}),
-                                   _q("queue", {"type": "string"}), _q("kind", {"type": "string"}),
+                           params=[_q("state", {"type": "array", "items": {"type": "string", "enum": list(STATES)}},
+                                      "one or more (repeat the parameter)"),
+                                   _q("user", {"type": "string"}), _q("queue", {"type": "string"}),
+                                   _q("kind", {"type": "string", "enum": list(KINDS)}),
                                    _q("limit", {"type": "integer", "minimum": 1, "maximum": 10000}),
                                    _q("offset", {"type": "integer", "minimum": 0})], scope=ANY),
                 "post": _op("Submit a workload", _ok("#/components/schemas/Workload", "201", "Accepted"),
@@ -133,13 +151,18 @@ def document(version: str) -> dict:
                            params=[wid, _q("tail", {"type": "integer", "minimum": 1, "maximum": 100000})],
                            scope=ANY)},
             "/api/v1/workloads/{workload_id}/status": {
-                "post": _op("Report what happened to admitted work (launchers, spawners)",
-                            _ok("#/components/schemas/Workload"), params=[wid], body="#/components/schemas/Status",
+                "post": _op("Report what happened to admitted work (launchers, spawners); an idle report "
+                            "answers with the idle policy's decision",
+                            {"200": {"description": "The workload, or the decision on an idle report",
+                                     "content": {"application/json": {"schema": {"oneOf": [
+                                         {"$ref": "#/components/schemas/Workload"},
+                                         {"$ref": "#/components/schemas/IdleDecision"}]}}}}},
+                            params=[wid], body="#/components/schemas/Status",
                             scope="custom:computehub:submit-on-behalf")},
             "/api/v1/queues": {"get": _op("Queues with live usage", _ok("#/components/schemas/QueueList"))},
             "/api/v1/queues/{name}": {
                 "get": _op("A queue with live usage", _ok("#/components/schemas/Queue"), params=[qname]),
-                "put": _op("Create or replace a queue", _ok("#/components/schemas/Queue"), params=[qname],
+                "put": _op("Create or replace a queue", _put("#/components/schemas/Queue"), params=[qname],
                            body="#/components/schemas/Queue", scope=ADMIN),
                 "patch": _op("Change some fields of a queue", _ok("#/components/schemas/Queue"), params=[qname],
                              body="#/components/schemas/Queue", scope=ADMIN),
@@ -148,7 +171,8 @@ def document(version: str) -> dict:
             },
             "/api/v1/classes": {"get": _op("Priority classes", _ok("#/components/schemas/ClassList"))},
             "/api/v1/classes/{name}": {
-                "put": _op("Create or replace a priority class", _ok("#/components/schemas/PriorityClass"),
+                "get": _op("A priority class", _ok("#/components/schemas/PriorityClass"), params=[cname]),
+                "put": _op("Create or replace a priority class", _put("#/components/schemas/PriorityClass"),
                            params=[cname], body="#/components/schemas/PriorityClass", scope=ADMIN),
                 "delete": _op("Delete an unused priority class", {"204": {"description": "Deleted"}},
                               params=[cname], scope=ADMIN),
@@ -157,11 +181,11 @@ def document(version: str) -> dict:
                                          _ok("#/components/schemas/NodeList"))},
             "/api/v1/nodes/{name}": {
                 "get": _op("A node", _ok("#/components/schemas/Node"), params=[nname]),
-                "put": _op("Register or replace a node", _ok("#/components/schemas/Node"), params=[nname],
+                "put": _op("Register or replace a node", _put("#/components/schemas/Node"), params=[nname],
                            body="#/components/schemas/Node", scope=ADMIN),
                 "patch": _op("Drain, undrain, mark health", _ok("#/components/schemas/Node"), params=[nname],
                              body="#/components/schemas/NodeFlags", scope=ADMIN),
-                "delete": _op("Remove a node (its work is requeued or failed)", _ok("#/components/schemas/Node"),
+                "delete": _op("Remove a node (its work is requeued or failed)", _ok("#/components/schemas/NodeRemoved"),
                               params=[nname], scope=ADMIN),
             },
             "/api/v1/usage": {"get": _op("GPU-hours and cost in a window", _ok("#/components/schemas/Usage"),
@@ -178,6 +202,7 @@ def document(version: str) -> dict:
                                          _ok("#/components/schemas/Events"),
                                          params=[_q("since", {"type": "number"}), _q("until", {"type": "number"}),
                                                  _q("kind", {"type": "string"}), _q("workload", {"type": "string"}),
+                                                 _q("order", {"type": "string", "enum": ["oldest", "newest"]}),
                                                  _q("limit", {"type": "integer", "minimum": 1, "maximum": 100000})],
                                          scope=ADMIN)},
             "/api/v1/events": {"get": {

@@ -11,6 +11,7 @@ only arithmetic the scheduler does on them.
 
 from __future__ import annotations
 
+import math
 import re
 
 from .errors import ValidationError
@@ -55,8 +56,8 @@ def parse_cpu(value) -> int:
         if not m or m.group(2) not in ("", "m"):
             raise ValidationError(f"cpu must look like '2', '0.5' or '500m', not {value!r}")
         millis = float(m.group(1)) * (1 if m.group(2) == "m" else 1000)
-    if millis < 0 or millis != millis:
-        raise ValidationError(f"cpu must not be negative (got {value!r})")
+    if not math.isfinite(millis) or millis < 0:
+        raise ValidationError(f"cpu must be a finite, non-negative amount (got {value!r})")
     if millis > MAX_CPU_MILLICORES:
         raise ValidationError(f"cpu {value!r} is absurdly large")
     return int(round(millis))
@@ -73,8 +74,8 @@ def parse_memory(value) -> int:
         if not m or m.group(2) not in _MEMORY_UNITS:
             raise ValidationError(f"memory must look like '4Gi', '512Mi' or a byte count, not {value!r}")
         n = float(m.group(1)) * _MEMORY_UNITS[m.group(2)]
-    if n < 0 or n != n:
-        raise ValidationError(f"memory must not be negative (got {value!r})")
+    if not math.isfinite(n) or n < 0:
+        raise ValidationError(f"memory must be a finite, non-negative size (got {value!r})")
     if n > MAX_MEMORY_BYTES:
         raise ValidationError(f"memory {value!r} is absurdly large")
     return int(n)
@@ -87,6 +88,8 @@ def parse_count(name: str, value) -> int:
         f = float(value)
     except ValueError:
         raise ValidationError(f"{name} must be a whole number, not {value!r}") from None
+    if not math.isfinite(f):
+        raise ValidationError(f"{name} must be a finite whole number, not {value!r}")
     if f != int(f):
         raise ValidationError(f"{name} must be a whole number, not {value!r}")
     n = int(f)

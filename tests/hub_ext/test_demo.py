@@ -33,9 +33,11 @@ def test_demo_runs_the_platform_and_stops_cleanly(tmp_path):
         s.get(base + "/hub/login", timeout=5)
         r = s.post(base + "/hub/login", data={"username": "admin", "password": "demo",
                                                "_xsrf": s.cookies.get("_xsrf")}, timeout=10)
-        assert r.status_code == 200 and "/hub/" in r.url
+        # The demo lands users on ComputeHub's page after login (through the hub's OAuth).
+        assert r.status_code == 200 and r.url.rstrip("/").endswith("/services/computehub"), r.url
+        assert "admin" in r.text
         tok = s.post(base + "/hub/api/users/admin/tokens", json={"note": "demo test"},
-                     headers={"X-XSRFToken": s.cookies.get("_xsrf")}, timeout=10).json()["token"]
+                     headers={"X-XSRFToken": s.cookies.get("_xsrf", path="/hub/")}, timeout=10).json()["token"]
         h = {"Authorization": f"token {tok}"}
         nodes = requests.get(base + "/services/computehub/api/v1/nodes", headers=h, timeout=10).json()["nodes"]
         assert nodes and nodes[0]["simulated"] is True and nodes[0]["labels"]["computehub/simulated"] == "true"

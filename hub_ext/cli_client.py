@@ -1,0 +1,306 @@
+"""``computehub submit | queue | cancel | usage``: the REST API from a terminal.
+
+Each command talks to the service through ``hub_ext.client`` with a JupyterHub
+API token (``--url``/``--token`` or the environment, see docs/cli.md). A server
+error is one line, ``computehub: error: <the server's message>``: exit code 2
+for the caller's mistakes (4xx, no token), 1 when the service fails or cannot
+be reached. The admin commands (quota, nodes, approvals) are in cli_client_admin.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from datetime import datetime
+
+from traitlets import Bool, Enum, Int, Unicode
+
+from .cli import Command, UsageError
+from .client import ComputeHubClient, ComputeHubError
+
+KINDS = ("training", "batch", "inference", "notebook")
+EXPLAIN_AT_MOST = 50
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
+CONNECTION_HELP = ("URL of the ComputeHub service, e.g. https://hub.example.org/services/computehub "
+                   "(default: $COMPUTEHUB_URL, else the hub's URL from $JUPYTERHUB_PUBLIC_HUB_URL or "
+                   "$JUPYTERHUB_URL + /services/computehub).")
+
+
+def parse_duration(text: str, option: str) -> float:
+    """Seconds from '600', '90m', '2h', '1d', '1h30m'."""
+    t = text.strip().lower()
+    try:
+        seconds = float(t)
+    except ValueError:
+        parts = _DURATION.findall(t)
+        if not parts or _DURATION.sub("", t).strip():
+            raise UsageError(f"{option} expects seconds or a duration like 90m, 2h, 1d, 1h30m; "
+                             f"not {text!r}") from None
+        seconds = sum(float(n) * _UNITS[u] for n, u in parts)
+    if not seconds > 0 or seconds != seconds or seconds == float("inf"):
+        raise UsageError(f"{option} must be more than 0 seconds, not {text!r}")
+    return seconds
+
+
+def parse_when(text: str, option: str, now: float) -> float:
+    """A UNIX time from a duration ago ('7d') or a date ('2025-01-31', '2025-01-31T12:00')."""
+    try:
+        return datetime.fromisoformat(text.strip()).timestamp()
+    except ValueError:
+        pass
+    try:
+        return now - parse_duration(text, option)
+    except UsageError:
+        raise UsageError(f"{option} expects a duration ago like 7d, 12h, 30m or a date like 2025-01-31; "
+                         f"not {text!r}") from None
+
+
+def human_duration(seconds: float | None) -> str:
+    """'45s', '12m', '2h5m', '3d4h'."""
+    if seconds is None:
+        return "-"
+    s = int(round(seconds))
+    steps = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
+    for (unit, size), (small, small_size) in zip(steps, steps[1:]):
+        if s >= size:
+            r = s % size // small_size
+            return f"{s // size}{unit}" + (f"{r}{small}" if r else "")
+    return f"{s}s"
+
+
+def gpus_of(w: dict) -> str:
+    g = (w.get("resources") or {}).get("gpu", 0) or 0
+    model = f" {w['gpu_model']}" if w.get("gpu_model") else ""
+    return f"{w.get('workers', 1)}×{g}{model}" if w.get("workers", 1) > 1 else f"{g}{model}"
+
+
+def table(rows: list[list], header: list[str]) -> str:
+    """An aligned text table; the last column is left unpadded (it may be long)."""
+    cells = [[str(c) for c in header]] + [["-" if c is None or c == "" else str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r[:-1], widths)) + "  " + r[-1] for r in cells).rstrip()
+
+
+class ClientCommand(Command):
+    """A command that calls the service: --url, --token, --json; server errors in one line."""
+
+    url = Unicode("", help=CONNECTION_HELP).tag(config=True)
+    token = Unicode("", help="JupyterHub API token (default: $COMPUTEHUB_TOKEN, else $JUPYTERHUB_API_TOKEN; "
+                    "make one on the hub's token page, <hub>/hub/token).").tag(config=True)
+    json = Bool(False, help="Print the service's JSON instead of a table.").tag(config=True)
+
+    aliases = {"url": "ClientCommand.url", "token": "ClientCommand.token"}
+    flags = {"json": ({"ClientCommand": {"json": True}}, "Print the service's JSON instead of a table.")}
+    positional = 0            # how many positional arguments the command takes (-1: one or more)
+    usage_args = ""
+
+    def client(self) -> ComputeHubClient:
+        return ComputeHubClient(self.url or None, self.token or None)
+
+    def args(self) -> list[str]:
+        n, args = self.positional, list(self.extra_args)
+        if (n == -1 and not args) or (n > 0 and len(args) < n):
+            raise UsageError(f"{self.name} needs {self.usage_args} (see '{self.name} --help')")
+        if n >= 0 and len(args) > n:
+            raise UsageError(f"unexpected argument {args[n]!r} (see '{self.name} --help')")
+        return args
+
+    def start(self):
+        if self.subapp is not None:
+            return self.subapp.start()
+        try:
+            return self.run(*self.args()) or 0
+        except ComputeHubError as e:
+            return report(e)
+
+    def emit(self, data) -> None:
+        print(json.dumps(data, indent=2, sort_keys=False))
+
+
+def report(e: ComputeHubError) -> int:
+    print(f"computehub: error: {e.message}", file=sys.stderr)
+    mistake = e.code in ("no_token", "no_url", "wrong_url") or (e.status is not None and 400 <= e.status < 500)
+    return 2 if mistake else 1
+
+
+class SubmitApp(ClientCommand):
+    name = "computehub submit"
+    description = ("Submit a workload to the scheduler and print its id and state. It waits in its "
+                   "queue until quota and GPUs allow; 'computehub queue' shows its position, ETA and "
+                   "the reason it waits. Declaring --time lets it start early in gaps (backfill) and "
+                   "gives it an ETA.")
+    examples = """
+computehub submit --gpus 2 --time 4h --name resnet
+computehub submit --gpus 4 --workers 2 --gpu-model a100 --queue vision --time 1d
+computehub submit --kind batch --gpus 1 --cpu 8 --memory 64Gi --time 90m
+"""
+    gpus = Int(1, help="GPUs per worker (count).").tag(config=True)
+    gpu_model = Unicode("", help="GPU model, e.g. a100 (default: any).").tag(config=True)
+    workers = Int(1, help="Workers (count); more than 1 makes a gang started all at once.").tag(config=True)
+    cpu = Unicode("", help="CPU per worker: cores ('8', '0.5') or millicores ('500m').").tag(config=True)
+    memory = Unicode("", help="Memory per worker, e.g. 64Gi, 512Mi (bytes if no unit).").tag(config=True)
+    queue = Unicode("", help="Queue to submit to (default: the first one open to your groups).").tag(config=True)
+    priority = Unicode("", help="Priority class (default from --kind: training, preemptible, inference, "
+                       "interactive).").tag(config=True)
+    time_limit = Unicode("", help="Run-time limit: seconds or 90m, 2h, 1d, 1h30m.").tag(config=True)
+    workload_name = Unicode("", help="A name for the workload (text).").tag(config=True)
+    kind = Enum(list(KINDS), default_value="training", help="Kind of workload.").tag(config=True)
+
+    aliases = {**ClientCommand.aliases, "gpus": "SubmitApp.gpus", "gpu-model": "SubmitApp.gpu_model",
+               "workers": "SubmitApp.workers", "cpu": "SubmitApp.cpu", "memory": "SubmitApp.memory",
+               "queue": "SubmitApp.queue", "priority": "SubmitApp.priority", "time": "SubmitApp.time_limit",
+               "name": "SubmitApp.workload_name", "kind": "SubmitApp.kind"}
+
+    def spec(self) -> dict:
+        if self.gpus < 0:
+            raise UsageError(f"--gpus must be 0 or more, not {self.gpus}")
+        if self.workers < 1:
+            raise UsageError(f"--workers must be 1 or more, not {self.workers}")
+        resources = {k: v for k, v in (("gpu", self.gpus), ("cpu", self.cpu), ("memory", self.memory))
+                     if v or k == "gpu"}
+        spec = {"kind": self.kind, "resources": resources, "workers": self.workers}
+        for key, value in (("gpu_model", self.gpu_model), ("queue", self.queue), ("priority", self.priority),
+                           ("name", self.workload_name)):
+            if value:
+                spec[key] = value
+        if self.time_limit:
+            spec["time_limit"] = parse_duration(self.time_limit, "--time")
+        return spec
+
+    def run(self):
+        spec = self.spec()
+        w = self.client().submit(**spec)
+        if self.json:
+            return self.emit(w)
+        wait = (" (an admin must approve it first: see 'computehub approvals')"
+                if w["state"] == "awaiting_approval" else "")
+        total = (w.get("resources") or {}).get("gpu", 0) * w.get("workers", 1)
+        print(f"{w['id']}  {w['state']}  queue {w['queue']}, {gpus_of(w)} GPU{'' if total == 1 else 's'}, "
+              f"priority {w['priority']}{wait}")
+        print(f"see where it stands: computehub queue   cancel it: computehub cancel {w['id']}")
+
+
+class QueueApp(ClientCommand):
+    name = "computehub queue"
+    description = ("Your live workloads (or, with --all, every one you may see: a team lead's team, an "
+                   "admin's everything) with state, position in line, ETA and the reason a waiting one "
+                   "waits. POS is the place among all pending work (in its queue in brackets); the ETA "
+                   "assumes running work ends at its declared time limit.")
+    examples = """
+computehub queue
+computehub queue --all --queue vision
+computehub queue --json
+"""
+    queue = Unicode("", help="Only this queue.").tag(config=True)
+    all = Bool(False, help="Everything you may see, not only your own.").tag(config=True)
+    aliases = {**ClientCommand.aliases, "queue": "QueueApp.queue"}
+    flags = {**ClientCommand.flags, "all": ({"QueueApp": {"all": True}}, "Everything you may see.")}
+
+    def run(self):
+        ch = self.client()
+        user = None if self.all else ch.me()["name"]
+        listing = ch.list(user=user, queue=self.queue or None, limit=10_000)
+        items = listing["workloads"]
+        pending = [w for w in items if w["state"] == "pending"][:EXPLAIN_AT_MOST]
+        for w in pending:
+            try:
+                w["explanation"] = ch.get(w["id"]).get("explanation")
+            except ComputeHubError as e:
+                if e.status != 404:        # it ended and vanished meanwhile: keep the listing
+                    raise
+        if self.json:
+            return self.emit(listing)
+        if not items:
+            return print("no live workloads" + ("" if self.all else " of yours; submit one with 'computehub submit'"))
+        now = time.time()
+        rows = []
+        for w in items:
+            e = w.get("explanation") or {}
+            pos = f"{e['position']} ({e['position_in_queue']})" if "position" in e else (
+                f"{w['position']} ({w['position_in_queue']})" if "position" in w else "")
+            if w["state"] == "pending":
+                eta = human_duration(e["eta_seconds"]) if e.get("eta_seconds") is not None else (
+                    "unknown" if e else "")
+                reason = e.get("reason") or w.get("reason")
+            else:
+                eta = ""
+                nodes = ", ".join(f"{p['node']}:{','.join(map(str, p['gpus']))}" for p in w.get("placement", []))
+                reason = w.get("reason") or (f"on {nodes}" if nodes else "")
+            age = human_duration(now - w["submitted_at"]) if w.get("submitted_at") else ""
+            row = [w["id"], w.get("name"), w["queue"], w["kind"], gpus_of(w), w["state"], age, pos, eta, reason]
+            rows.append(row[:1] + [w["user"]] + row[1:] if self.all else row)
+        header = ["ID", "NAME", "QUEUE", "KIND", "GPUS", "STATE", "AGE", "POS", "ETA", "REASON"]
+        print(table(rows, header[:1] + ["USER"] + header[1:] if self.all else header))
+
+
+class CancelApp(ClientCommand):
+    name = "computehub cancel"
+    description = ("computehub cancel ID [ID ...]: cancel workloads by id; waiting ones leave the line, "
+                   "running ones are stopped. Each failure is one line on stderr.")
+    examples = """
+computehub cancel w0000042
+computehub cancel w0000042 w0000043
+"""
+    positional, usage_args = -1, "one or more workload ids"
+    aliases = dict(ClientCommand.aliases)
+    flags = {}
+
+    def run(self, *ids):
+        ch = self.client()
+        rc = 0
+        for wid in ids:
+            try:
+                w = ch.cancel(wid)
+            except ComputeHubError as e:
+                if e.status is None:         # no service: the other ids would fail the same way
+                    raise
+                rc = max(rc, report(e))
+                continue
+            print(f"{w['id']}  {w['state']}")
+        return rc
+
+
+class UsageApp(ClientCommand):
+    name = "computehub usage"
+    description = ("GPU-hours and cost in a time window, grouped by user, queue, GPU flavor or workload. "
+                   "You see your own usage, a team lead their team's, an admin everybody's.")
+    examples = """
+computehub usage
+computehub usage --since 30d --by queue
+computehub usage --since 2025-01-01 --until 2025-02-01 --by flavor --json
+"""
+    since = Unicode("7d", help="Start: a duration ago (7d, 12h, 30m) or a date (2025-01-31).").tag(config=True)
+    until = Unicode("", help="End: a duration ago or a date (default: now).").tag(config=True)
+    by = Enum(["user", "queue", "flavor", "workload"], default_value="user",
+              help="Group the rows by user, queue, flavor or workload.").tag(config=True)
+    aliases = {**ClientCommand.aliases, "since": "UsageApp.since", "until": "UsageApp.until",
+               "by": "UsageApp.by"}
+
+    def run(self):
+        now = time.time()
+        start = parse_when(self.since, "--since", now)
+        end = parse_when(self.until, "--until", now) if self.until else now
+        if start >= end:
+            raise UsageError("--since must be before --until")
+        data = self.client().usage(start=start, end=end, by=self.by)
+        if self.json:
+            return self.emit(data)
+        span = f"{_date(data['start'])} → {_date(data['end'])}"
+        if not data["rows"]:
+            return print(f"no GPU usage {span}")
+        rows = [[r[self.by], _amount(r["gpu_hours"]), _amount(r["cost"])] for r in data["rows"]]
+        rows.append(["total", _amount(sum(r["gpu_hours"] for r in data["rows"])),
+                     _amount(sum(r["cost"] for r in data["rows"]))])
+        print(f"GPU usage {span}")
+        print(table(rows, [self.by.upper(), "GPU-HOURS", "COST"]))
+
+
+def _amount(x: float) -> str:
+    return "0" if not x else "<0.01" if x < 0.005 else f"{x:,.2f}"
+
+
+def _date(t: float) -> str:
+    return datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M")

@@ -1,0 +1,202 @@
+"""A small Python client for the ComputeHub REST API, authenticated through JupyterHub.
+
+    from hub_ext.client import ComputeHubClient
+    ch = ComputeHubClient()                   # in a notebook: URL and token from the environment
+    w = ch.submit(kind="training", gpus=2, time_limit=3600)
+    ch.get(w["id"])["explanation"]["reason"]
+
+Every method returns the service's JSON as it was sent (see docs/service.md).
+Errors raise ``ComputeHubError`` carrying the HTTP status, the server's error
+code and its message; a service that cannot be reached, a missing URL or a
+missing token raise it too, with ``status`` None and a message saying what to do.
+
+Defaults: the URL of the service from ``$COMPUTEHUB_URL``, else the hub's public
+URL (``$JUPYTERHUB_PUBLIC_HUB_URL``, set by JupyterHub 5+ in servers it spawns,
+or ``$JUPYTERHUB_URL``) + ``/services/computehub``; the token from
+``$COMPUTEHUB_TOKEN``, else ``$JUPYTERHUB_API_TOKEN`` (set in every server and
+service the hub starts).
+"""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import quote
+
+SERVICE = "services/computehub"
+TOKEN_HELP = ("no API token: set $COMPUTEHUB_TOKEN (or $JUPYTERHUB_API_TOKEN) to a token from the hub's "
+              "token page (<hub>/hub/token), or pass --token")
+URL_HELP = ("no ComputeHub URL: set $COMPUTEHUB_URL to the service's URL, e.g. "
+            "https://hub.example.org/services/computehub, or pass --url")
+
+
+class ComputeHubError(Exception):
+    """``status`` is the HTTP status (None when no answer came), ``code`` the server's error code."""
+
+    def __init__(self, status: int | None, code: str, message: str):
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def default_url(env=os.environ) -> str | None:
+    if env.get("COMPUTEHUB_URL"):
+        return env["COMPUTEHUB_URL"]
+    hub = env.get("JUPYTERHUB_PUBLIC_HUB_URL")        # https://hub.example.org/prefix/hub/
+    if hub:
+        base = hub.rstrip("/")
+        return (base[: -len("/hub")] if base.endswith("/hub") else base) + "/" + SERVICE
+    hub = env.get("JUPYTERHUB_URL")                   # the hub's public URL
+    if hub:
+        return hub.rstrip("/") + "/" + SERVICE
+    return None
+
+
+def default_token(env=os.environ) -> str | None:
+    return env.get("COMPUTEHUB_TOKEN") or env.get("JUPYTERHUB_API_TOKEN") or None
+
+
+def _clean(params: dict) -> dict:
+    return {k: v for k, v in params.items() if v is not None}
+
+
+class ComputeHubClient:
+    def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30.0):
+        url = url or default_url()
+        if not url:
+            raise ComputeHubError(None, "no_url", URL_HELP)
+        if not url.startswith(("http://", "https://")):
+            raise ComputeHubError(None, "no_url", f"the ComputeHub URL must start with http:// or https://, "
+                                                  f"not {url!r}")
+        self.url = url.rstrip("/")
+        self.api = self.url + "/api/v1/"
+        self.token = token or default_token()
+        if not self.token:
+            raise ComputeHubError(None, "no_token", TOKEN_HELP)
+        self.timeout = timeout
+        import requests          # a dependency of jupyterhub; imported late so --help needs nothing
+
+        self._requests = requests
+        self.session = requests.Session()
+        self.session.headers.update({"Authorization": f"token {self.token}", "Accept": "application/json"})
+
+    def __repr__(self) -> str:
+        return f"ComputeHubClient(url={self.url!r})"
+
+    # --- HTTP ---------------------------------------------------------------------
+
+    def request(self, method: str, path: str, params: dict | None = None, body: dict | None = None):
+        url = self.api + path
+        rq = self._requests
+        try:
+            r = self.session.request(method, url, params=_clean(params or {}), json=body,
+                                     timeout=self.timeout, allow_redirects=False)
+        except rq.Timeout:
+            raise ComputeHubError(None, "timeout", f"ComputeHub at {self.url} did not answer within "
+                                                   f"{self.timeout:g} s") from None
+        except rq.RequestException as e:
+            raise ComputeHubError(None, "unreachable",
+                                  f"cannot reach ComputeHub at {self.url}: {_root_cause(e)}") from None
+        if r.status_code == 204:
+            return None
+        try:
+            data = r.json()
+        except ValueError:
+            data = None
+        if r.status_code >= 400 or not isinstance(data, dict):
+            raise self._error(r, data)
+        return data
+
+    def _error(self, r, data) -> ComputeHubError:
+        status = r.status_code
+        if isinstance(data, dict) and "message" in data:
+            return ComputeHubError(status, str(data.get("error", "error")), str(data["message"]))
+        if status == 404 or 300 <= status < 400:   # the hub redirects paths it does not route
+            where = f"HTTP {status}" + (f" to {r.headers['Location']}" if r.headers.get("Location") else "")
+            return ComputeHubError(status, "wrong_url", f"no ComputeHub service at {self.url} ({where}); "
+                                   "check the URL ($COMPUTEHUB_URL or --url)")
+        if status in (502, 503, 504):
+            return ComputeHubError(status, "unavailable", f"ComputeHub at {self.url} is not running or "
+                                   f"restarting (HTTP {status}); try again shortly")
+        return ComputeHubError(status, "error", f"unexpected answer from {self.url}: HTTP {status}")
+
+    def _get(self, path, **params):
+        return self.request("GET", path, params=params)
+
+    # --- the API ------------------------------------------------------------------
+
+    def me(self) -> dict:
+        return self._get("me")
+
+    def submit(self, gpus: int | None = None, cpu=None, memory=None, **spec) -> dict:
+        """Submit a workload: the fields of ``POST api/v1/workloads`` (kind, resources, queue,
+        priority, workers, gpu_model, time_limit, name, ...); ``gpus``, ``cpu`` and ``memory``
+        are shorthands for entries of ``resources``."""
+        resources = dict(spec.pop("resources", None) or {})
+        for key, value in (("gpu", gpus), ("cpu", cpu), ("memory", memory)):
+            if value is not None:
+                resources[key] = value
+        if resources:
+            spec["resources"] = resources
+        return self.request("POST", "workloads", body=spec)
+
+    def list(self, state=None, queue=None, user=None, kind=None, limit=None, offset=None) -> dict:
+        """``{"workloads": [...], "total", "offset", "limit"}``; ``state`` may be a list."""
+        return self._get("workloads", state=state, queue=queue, user=user, kind=kind, limit=limit, offset=offset)
+
+    def get(self, workload_id: str) -> dict:
+        return self._get(f"workloads/{quote(str(workload_id), safe='')}")
+
+    def cancel(self, workload_id: str) -> dict:
+        return self.request("DELETE", f"workloads/{quote(str(workload_id), safe='')}")
+
+    def queues(self) -> dict:
+        return self._get("queues")
+
+    def queue(self, name: str) -> dict:
+        return self._get(f"queues/{quote(name, safe='')}")
+
+    def set_queue(self, name: str, **fields) -> dict:
+        """Admins: change some fields of a queue (PATCH; a field given replaces the old value)."""
+        return self.request("PATCH", f"queues/{quote(name, safe='')}", body=fields)
+
+    def nodes(self) -> dict:
+        return self._get("nodes")
+
+    def drain(self, name: str, draining: bool = True) -> dict:
+        """Admins: stop (or with ``draining=False`` resume) placing new work on a node."""
+        return self.request("PATCH", f"nodes/{quote(name, safe='')}", body={"draining": draining})
+
+    def usage(self, start: float | None = None, end: float | None = None, by: str | None = None) -> dict:
+        """GPU-hours and cost between UNIX times ``start`` and ``end`` (default: the last 7 days)."""
+        return self._get("usage", start=start, end=end, by=by)
+
+    def approvals(self) -> dict:
+        return self._get("approvals")
+
+    def decide(self, workload_id: str, approve: bool, reason: str = "") -> dict:
+        return self.request("POST", f"approvals/{quote(str(workload_id), safe='')}",
+                            body={"approve": bool(approve), "reason": reason})
+
+    def audit(self, since=None, until=None, kind=None, workload=None, limit=None) -> dict:
+        return self._get("audit", since=since, until=until, kind=kind, workload=workload, limit=limit)
+
+
+def _root_cause(e: BaseException) -> str:
+    """'Connection refused' rather than urllib3's nested wrapper reprs."""
+    while True:
+        nxt = e.__cause__ or e.__context__ or (e.args[0] if e.args and isinstance(e.args[0], BaseException)
+                                               else None)
+        if nxt is None or nxt is e:
+            break
+        e = nxt
+        reason = getattr(e, "reason", None)
+        if isinstance(reason, BaseException):
+            e = reason
+    text = str(e)
+    if "] " in text and text.startswith("[Errno"):
+        text = text.split("] ", 1)[1]
+    if ": " in text and "Failed to establish" in text:
+        text = text.rsplit(": ", 1)[1]
+    return text or type(e).__name__

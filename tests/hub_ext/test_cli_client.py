@@ -1,0 +1,203 @@
+"""The installed ``computehub`` client commands against the session's real hub.
+
+Every test leaves the shared hub as it found it: workloads it submits are
+cancelled, queue settings and drains restored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+from realhub import free_port
+
+ENV_VARS = ("COMPUTEHUB_URL", "COMPUTEHUB_TOKEN", "JUPYTERHUB_API_TOKEN", "JUPYTERHUB_URL",
+            "JUPYTERHUB_PUBLIC_HUB_URL")
+
+
+def computehub() -> str:
+    exe = shutil.which("computehub", path=os.path.dirname(sys.executable)) or shutil.which("computehub")
+    if exe is None:
+        pytest.fail("the computehub console script is not installed; run `pip install -e .`", pytrace=False)
+    return exe
+
+
+def cli(hub, user: str | None, *args: str, url: str | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
+    env["COMPUTEHUB_URL"] = url or hub.service_url
+    if user:
+        env["JUPYTERHUB_API_TOKEN"] = hub.tokens[user]
+    return subprocess.run([computehub(), *args], capture_output=True, text=True, timeout=60, env=env)
+
+
+def ok(r: subprocess.CompletedProcess) -> str:
+    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
+    return r.stdout
+
+
+def one_line_error(r: subprocess.CompletedProcess, rc: int = 2) -> str:
+    assert r.returncode == rc, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("computehub: error: "), r.stderr
+    return lines[0]
+
+
+@pytest.fixture
+def submitted(hub):
+    """Ids submitted in a test, cancelled afterwards (whoever submitted them)."""
+    ids: list[tuple[str, str]] = []
+    yield ids
+    for user, wid in ids:
+        hub.call("DELETE", f"/workloads/{wid}", hub.tokens[user])
+
+
+def submit(hub, submitted, user: str, *args: str) -> dict:
+    w = json.loads(ok(cli(hub, user, "submit", "--json", *args)))
+    submitted.append((user, w["id"]))
+    return w
+
+
+def test_submit_queue_and_cancel(hub, submitted):
+    gang = ("--kind", "batch", "--gpus", "4", "--workers", "2", "--time", "2h")
+    first = submit(hub, submitted, "alice", *gang, "--name", "cli-first")
+    assert first["resources"]["gpu"] == 4 and first["workers"] == 2 and first["time_limit"] == 7200
+    out = ok(cli(hub, "alice", "submit", *gang, "--name", "cli-second"))
+    wid = out.split()[0]
+    submitted.append(("alice", wid))
+    assert wid.startswith("w") and ("pending" in out.split()[1] or "admitted" in out.split()[1])
+    # Two gangs of 8 GPUs on 8 GPUs under alice's 8-GPU limit: one of them waits.
+    deadline = time.time() + 15
+    while True:
+        listing = json.loads(ok(cli(hub, "alice", "queue", "--json")))
+        mine = {w["id"]: w for w in listing["workloads"]}
+        assert {first["id"], wid} <= set(mine)
+        assert all(w["user"] == "alice" for w in listing["workloads"])
+        waiting = [mine[i] for i in (first["id"], wid) if mine[i]["state"] == "pending"]
+        if waiting and waiting[0].get("explanation", {}).get("blocker") or time.time() > deadline:
+            break
+        time.sleep(0.3)
+    assert waiting, mine
+    e = waiting[0]["explanation"]
+    assert e["position"] >= 1 and e["reason"]
+    table = ok(cli(hub, "alice", "queue"))
+    header, *rows = table.splitlines()
+    assert header.split()[:3] == ["ID", "NAME", "QUEUE"] and "POS" in header and "REASON" in header
+    row = next(r for r in rows if r.startswith(waiting[0]["id"]))
+    assert "pending" in row and f"{e['position']} ({e['position_in_queue']})" in row
+    assert e["reason"] in row
+
+    out = ok(cli(hub, "alice", "cancel", first["id"], wid))
+    assert out.splitlines() == [f"{first['id']}  cancelled", f"{wid}  cancelled"]
+    line = one_line_error(cli(hub, "alice", "cancel", wid))
+    assert wid in line and "already ended" in line
+    assert wid not in ok(cli(hub, "alice", "queue"))
+
+
+def test_others_workloads_stay_hidden(hub, submitted):
+    w = submit(hub, submitted, "carol", "--gpus", "1", "--time", "10m")
+    assert w["id"] not in ok(cli(hub, "alice", "queue", "--all"))
+    line = one_line_error(cli(hub, "alice", "cancel", w["id"]))
+    assert f"no workload {w['id']!r}" in line
+    assert w["id"] in ok(cli(hub, "ada", "queue", "--all", "--queue", "nlp"))
+
+
+def test_quota_lists_queues_with_numbers(hub):
+    out = ok(cli(hub, "alice", "quota"))
+    header, *rows = out.splitlines()
+    assert header.split()[:4] == ["QUEUE", "GUAR", "EFF", "LIMIT"]
+    by_name = {r.split()[0]: r.split() for r in rows}
+    assert by_name["vision"][1] == "4" and by_name["nlp"][1] == "4" and by_name["org"][2] == "8"
+    data = json.loads(ok(cli(hub, "alice", "quota", "--json")))
+    assert {q["name"] for q in data["queues"]} >= {"org", "vision", "nlp"}
+
+
+def test_admin_sets_quota_and_it_is_restored(hub):
+    before = hub.call("GET", "/queues/vision", hub.tokens["ada"]).json()
+    try:
+        out = ok(cli(hub, "ada", "quota", "set", "vision", "--weight", "2", "--limit-gpus", "6"))
+        assert out.strip() == "queue vision: guaranteed 4 GPUs, limit 6, weight 2, per-user limit 8"
+        after = hub.call("GET", "/queues/vision", hub.tokens["ada"]).json()
+        assert after["weight"] == 2 and after["limit"] == {"gpu": 6}
+        assert after["guaranteed"] == before["guaranteed"] and after["groups"] == before["groups"]
+        ok(cli(hub, "ada", "quota", "set", "vision", "--limit-gpus", "none"))
+        assert hub.call("GET", "/queues/vision", hub.tokens["ada"]).json()["limit"] == {}
+    finally:
+        r = hub.call("PATCH", "/queues/vision", hub.tokens["ada"],
+                     json={k: before[k] for k in ("weight", "limit", "guaranteed", "user_limit")})
+        assert r.status_code == 200, r.text
+
+
+def test_quota_set_is_refused_to_a_user(hub):
+    line = one_line_error(cli(hub, "alice", "quota", "set", "vision", "--weight", "3"))
+    assert "lacks the scope to administer ComputeHub" in line
+    assert hub.call("GET", "/queues/vision", hub.tokens["alice"]).json()["weight"] != 3
+
+
+def test_admin_drains_and_undrains_a_node(hub):
+    def draining() -> bool:
+        return hub.call("GET", "/nodes/gpu-b", hub.tokens["ada"]).json()["draining"]
+
+    try:
+        assert ok(cli(hub, "ada", "nodes", "drain", "gpu-b")).startswith("node gpu-b: draining")
+        assert draining()
+        row = next(r for r in ok(cli(hub, "alice", "nodes")).splitlines() if r.startswith("gpu-b"))
+        assert "draining" in row
+        one_line_error(cli(hub, "alice", "nodes", "undrain", "gpu-b"))
+        assert ok(cli(hub, "ada", "nodes", "undrain", "gpu-b")).startswith("node gpu-b: ok")
+        assert not draining()
+        assert "unknown node 'gpu-z'" in one_line_error(cli(hub, "ada", "nodes", "drain", "gpu-z"))
+    finally:
+        hub.call("PATCH", "/nodes/gpu-b", hub.tokens["ada"], json={"draining": False})
+
+
+def test_usage(hub):
+    data = json.loads(ok(cli(hub, "alice", "usage", "--json", "--since", "1d", "--by", "queue")))
+    assert data["by"] == "queue" and isinstance(data["rows"], list)
+    assert 86000 < data["end"] - data["start"] < 86800
+    out = ok(cli(hub, "ada", "usage", "--by", "user"))
+    assert out.startswith("GPU usage ")
+
+
+def test_approvals_reject(hub, submitted):
+    w = submit(hub, submitted, "carol", "--gpus", "4", "--workers", "2", "--time", "1h")
+    assert w["state"] == "awaiting_approval"
+    assert w["id"] in ok(cli(hub, "ada", "approvals"))
+    assert "lacks the scope" in one_line_error(cli(hub, "carol", "approvals"))
+    assert "--reason" in one_line_error(cli(hub, "ada", "reject", w["id"]))
+    out = ok(cli(hub, "ada", "reject", w["id"], "--reason", "split it into smaller runs"))
+    assert out.startswith(f"{w['id']}  rejected")
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["submit", "--gpus", "-1"], "--gpus must be 0 or more"),
+    (["submit", "--time", "banana"], "--time expects seconds or a duration"),
+    (["submit", "--queue", "nope", "--time", "1h"], "unknown queue 'nope'"),
+    (["submit", "--memory", "lots"], "memory must look like"),
+    (["submit", "--kind", "party"], "--kind expects any of"),
+    (["usage", "--by", "team"], "--by expects any of"),
+    (["usage", "--since", "yesterday"], "--since expects a duration"),
+    (["cancel"], "needs one or more workload ids"),
+    (["quota", "set", "vision"], "nothing to change"),
+    (["queue", "extra"], "unexpected argument 'extra'"),
+])
+def test_bad_input_is_one_line(hub, args, expected):
+    assert expected in one_line_error(cli(hub, "alice", *args))
+
+
+def test_no_token_says_how_to_set_one(hub):
+    line = one_line_error(cli(hub, None, "queue"))
+    assert "no API token" in line and "COMPUTEHUB_TOKEN" in line
+
+
+def test_unreachable_and_wrong_urls(hub):
+    url = f"http://127.0.0.1:{free_port()}/services/computehub"
+    line = one_line_error(cli(hub, "alice", "queue", url=url), rc=1)
+    assert line == f"computehub: error: cannot reach ComputeHub at {url}: Connection refused"
+    wrong = hub.url + "/services/nothere"
+    assert "no ComputeHub service at" in one_line_error(cli(hub, "alice", "quota", url=wrong))
