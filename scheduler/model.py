@@ -132,12 +132,13 @@ class QueueSpec:
     def from_dict(cls, d: dict) -> "QueueSpec":
         """From stored (already validated) form."""
         d = {k: d[k] for k in d if k in cls.__dataclass_fields__}
-        for k in ("guaranteed", "limit", "user_limit", "approval_above"):
-            d[k] = parse_vector(d.get(k))
+        d["guaranteed"] = parse_vector(d.get("guaranteed"))
+        for k in ("limit", "user_limit", "approval_above"):
+            d[k] = parse_vector(d.get(k), keep_zero=True)
         d["groups"] = list(d.get("groups") or [])
         if d.get("lending_limit") is not None:
-            d["lending_limit"] = parse_vector(d["lending_limit"])
-        d["user_limits"] = {u: parse_vector(v) for u, v in (d.get("user_limits") or {}).items()}
+            d["lending_limit"] = parse_vector(d["lending_limit"], keep_zero=True)
+        d["user_limits"] = {u: parse_vector(v, keep_zero=True) for u, v in (d.get("user_limits") or {}).items()}
         if isinstance(d.get("idle"), dict):
             d["idle"] = IdlePolicy(**d["idle"])
         return cls(**d)

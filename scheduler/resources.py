@@ -100,11 +100,12 @@ def parse_count(name: str, value) -> int:
     return n
 
 
-def parse_vector(spec: dict | None, what: str = "resources") -> dict[str, int]:
+def parse_vector(spec: dict | None, what: str = "resources", keep_zero: bool = False) -> dict[str, int]:
     """A resource vector from user input.
 
     Accepts ``cpu``, ``memory``, ``gpu`` and ``gpu:<model>`` keys. Zero entries
-    are dropped. Unknown names are refused rather than silently ignored.
+    are dropped unless ``keep_zero`` (a limit of 0 GPUs is not "no limit").
+    Unknown names are refused rather than silently ignored.
     """
     if spec is None:
         return {}
@@ -123,7 +124,7 @@ def parse_vector(spec: dict | None, what: str = "resources") -> dict[str, int]:
         else:
             raise ValidationError(
                 f"unknown resource {key!r} in {what}; use cpu, memory, gpu or gpu:<model>")
-        if n:
+        if n or keep_zero:
             out[key] = n
     return out
 

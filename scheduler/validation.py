@@ -89,19 +89,19 @@ def queue(d: dict | QueueSpec) -> QueueSpec:
         if parent == name:
             raise ValidationError(f"queue {name!r} cannot be its own parent")
     guaranteed = parse_vector(d.get("guaranteed"), "guaranteed")
-    limit = parse_vector(d.get("limit"), "limit")
+    limit = parse_vector(d.get("limit"), "limit", keep_zero=True)
     for k, g in guaranteed.items():
         if k in limit and limit[k] < g:
             raise ValidationError(
                 f"queue {name!r}: limit for {label(k)} ({fmt_amount(k, limit[k])}) is below its "
                 f"guarantee ({fmt_amount(k, g)}); raise the limit or lower the guarantee")
     lending = d.get("lending_limit")
-    lending = None if lending is None else parse_vector(lending, "lending_limit")
-    user_limit = parse_vector(d.get("user_limit"), "user_limit")
+    lending = None if lending is None else parse_vector(lending, "lending_limit", keep_zero=True)
+    user_limit = parse_vector(d.get("user_limit"), "user_limit", keep_zero=True)
     user_limits_in = d.get("user_limits") or {}
     if not isinstance(user_limits_in, dict):
         raise ValidationError("user_limits must map user names to resource limits")
-    user_limits = {check_name("user name", u): parse_vector(v, f"user_limits[{u}]")
+    user_limits = {check_name("user name", u): parse_vector(v, f"user_limits[{u}]", keep_zero=True)
                    for u, v in user_limits_in.items()}
     idle = d.get("idle") or {}
     if isinstance(idle, IdlePolicy):
@@ -119,7 +119,7 @@ def queue(d: dict | QueueSpec) -> QueueSpec:
     groups = [check_name("group name", g) for g in groups]
     return QueueSpec(
         name=name, parent=parent, guaranteed=guaranteed, limit=limit,
-        approval_above=parse_vector(d.get("approval_above"), "approval_above"), groups=groups,
+        approval_above=parse_vector(d.get("approval_above"), "approval_above", keep_zero=True), groups=groups,
         weight=float(_number("weight", d.get("weight", 1.0), low=1e-6, high=1e6)),
         may_borrow=bool(d.get("may_borrow", True)), lending_limit=lending,
         user_limit=user_limit, user_limits=user_limits, idle=policy,

@@ -96,3 +96,17 @@ def test_gang_is_all_or_nothing_across_nodes():
     res = s.cycle(now=5)
     assert gang.state == ADMITTED and sorted(a.node for a in gang.placement) == ["n0", "n1", "n2"]
     assert all(len(a.gpus) == 8 for a in gang.placement)
+
+
+def test_a_limit_of_zero_is_a_limit_not_no_limit():
+    s = cluster(nodes=1, gpus=8, queues=[{"name": "a", "guaranteed": {"gpu": 0}, "limit": {"gpu": 0}},
+                                          {"name": "b", "guaranteed": {"gpu": 4}, "user_limit": {"gpu": 0}}])
+    assert s.state.tree.specs["a"].limit == {"gpu": 0}
+    from scheduler import ValidationError
+    import pytest
+    with pytest.raises(ValidationError, match="limited to 0"):
+        job(s, "a", gpus=1)
+    with pytest.raises(ValidationError, match="your limit in queue 'b' is 0"):
+        job(s, "b", gpus=1)
+    cpu_only = s.submit({"user": "u", "queue": "a", "kind": "batch", "resources": {"cpu": 1}}, now=0)
+    assert cpu_only.state == "pending"
