@@ -98,6 +98,8 @@ computehub simulate --trace sample --policy sjf --json
         "quota": ("hub_ext.cli_client_admin.QuotaApp",
                   "Queues with GPU guarantee, limit and usage; 'quota set' changes one (admins)."),
         "usage": ("hub_ext.cli_client.UsageApp", "GPU-hours and cost by user, queue, flavor or workload."),
+        "classes": ("hub_ext.cli_client_queues.ClassesApp",
+                    "Priority classes; 'classes set/delete NAME' (admins)."),
         "nodes": ("hub_ext.cli_client_admin.NodesApp", "Nodes and GPUs; 'nodes drain/undrain NAME' (admins)."),
         "approvals": ("hub_ext.cli_client_admin.ApprovalsApp", "Workloads awaiting approval (admins)."),
         "approve": ("hub_ext.cli_client_admin.ApproveApp", "Approve a workload awaiting approval (admins)."),

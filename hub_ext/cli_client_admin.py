@@ -41,7 +41,11 @@ computehub quota --json
 computehub quota set vision --guaranteed-gpus 8 --weight 2
 """
     subcommands = {"set": ("hub_ext.cli_client_admin.QuotaSetApp",
-                           "Change a queue's GPU guarantee, limit, per-user limit or weight (admins).")}
+                           "Change a queue's GPU guarantee, limit, per-user limit or weight (admins)."),
+                   "create": ("hub_ext.cli_client_queues.QuotaCreateApp",
+                              "Create a queue (admins)."),
+                   "delete": ("hub_ext.cli_client_queues.QuotaDeleteApp",
+                              "Delete an empty queue (admins).")}
 
     def run(self):
         data = self.client().queues()
@@ -112,9 +116,6 @@ computehub quota set nlp --limit-gpus none
         if not t.isdigit():
             extra = " or 'none'" if may_be_none else ""
             raise UsageError(f"{option} expects a whole number of GPUs (0 or more){extra}, not {text!r}")
-        if may_be_none and int(t) == 0:      # the service drops zero entries: 0 would mean no cap
-            raise UsageError(f"{option} 0 cannot be set (a limit of 0 reads as no limit); "
-                             "use 'none' to remove the limit")
         return int(t)
 
     def run(self, name):

@@ -161,6 +161,22 @@ class ComputeHubClient:
         """Admins: change some fields of a queue (PATCH; a field given replaces the old value)."""
         return self.request("PATCH", f"queues/{quote(name, safe='')}", body=fields)
 
+    def put_queue(self, name: str, **spec) -> dict:
+        """Create or replace a queue (admins)."""
+        return self.request("PUT", f"queues/{quote(name, safe='')}", body=spec)
+
+    def delete_queue(self, name: str) -> None:
+        self.request("DELETE", f"queues/{quote(name, safe='')}")
+
+    def classes(self) -> dict:
+        return self._get("classes")
+
+    def put_class(self, name: str, **spec) -> dict:
+        return self.request("PUT", f"classes/{quote(name, safe='')}", body=spec)
+
+    def delete_class(self, name: str) -> None:
+        self.request("DELETE", f"classes/{quote(name, safe='')}")
+
     def nodes(self) -> dict:
         return self._get("nodes")
 

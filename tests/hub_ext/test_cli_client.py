@@ -201,3 +201,22 @@ def test_unreachable_and_wrong_urls(hub):
     assert line == f"computehub: error: cannot reach ComputeHub at {url}: Connection refused"
     wrong = hub.url + "/services/nothere"
     assert "no ComputeHub service at" in one_line_error(cli(hub, "alice", "quota", url=wrong))
+
+
+def test_admin_creates_and_deletes_queues_and_classes(hub):
+    out = ok(cli(hub, "ada", "quota", "create", "cli-q", "--parent", "org", "--guaranteed-gpus", "0",
+                 "--limit-gpus", "0", "--groups", "vision"))
+    assert "created queue cli-q under org" in out
+    q = hub.call("GET", "/queues/cli-q", hub.tokens["ada"]).json()
+    assert q["limit"] == {"gpu": 0} and q["groups"] == ["vision"]      # a limit of 0 is kept
+    assert "exists already" in one_line_error(cli(hub, "ada", "quota", "create", "cli-q"))
+    assert "admin" in one_line_error(cli(hub, "alice", "quota", "delete", "cli-q"))
+    assert "deleted queue cli-q" in ok(cli(hub, "ada", "quota", "delete", "cli-q"))
+    assert hub.call("GET", "/queues/cli-q", hub.tokens["ada"]).status_code == 404
+    out = ok(cli(hub, "ada", "classes", "set", "cli-urgent", "--rank", "350", "--no-preemptible"))
+    assert "rank 350, preemptible no" in out
+    listed = ok(cli(hub, "alice", "classes"))
+    assert "cli-urgent" in listed and "interactive" in listed
+    assert "cannot borrow" not in listed
+    assert "deleted class cli-urgent" in ok(cli(hub, "ada", "classes", "delete", "cli-urgent"))
+    assert "unknown priority class" in one_line_error(cli(hub, "ada", "classes", "delete", "cli-urgent"))

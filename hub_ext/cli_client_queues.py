@@ -1,0 +1,114 @@
+"""``computehub quota create | delete`` and ``computehub classes [set | delete]`` (admins)."""
+
+from __future__ import annotations
+
+from traitlets import Bool, Float, Int, Unicode
+
+from .cli import UsageError
+from .cli_client import ClientCommand, table
+
+_ADMIN = " Needs the ComputeHub admin scope (custom:computehub:admin)."
+
+
+class QuotaCreateApp(ClientCommand):
+    name = "computehub quota create"
+    description = "computehub quota create QUEUE [options]: create a queue." + _ADMIN
+    examples = """
+computehub quota create robotics --parent org --guaranteed-gpus 8 --limit-gpus 16 --groups robotics
+"""
+    positional, usage_args = 1, "a queue name (computehub quota create QUEUE --parent org)"
+    parent_queue = Unicode("", help="Parent queue (empty: a top-level queue).").tag(config=True)
+    guaranteed_gpus = Int(0, help="GPUs (count) the queue is guaranteed.").tag(config=True)
+    limit_gpus = Int(-1, help="Hard cap on the queue's GPUs (count); -1: no cap.").tag(config=True)
+    user_limit_gpus = Int(-1, help="GPUs (count) one user may hold; -1: no cap.").tag(config=True)
+    weight = Float(1.0, help="Share of idle capacity in fair share (> 0).").tag(config=True)
+    groups = Unicode("", help="Comma-separated JupyterHub groups whose members may submit "
+                              "(empty: open to everyone).").tag(config=True)
+    aliases = {**ClientCommand.aliases, "parent": "QuotaCreateApp.parent_queue",
+               "guaranteed-gpus": "QuotaCreateApp.guaranteed_gpus", "limit-gpus": "QuotaCreateApp.limit_gpus",
+               "user-limit-gpus": "QuotaCreateApp.user_limit_gpus", "weight": "QuotaCreateApp.weight",
+               "groups": "QuotaCreateApp.groups"}
+
+    def run(self, name):
+        ch = self.client()
+        if name in {q["name"] for q in ch.queues()["queues"]}:
+            raise UsageError(f"queue {name!r} exists already; change it with 'computehub quota set'")
+        body = {"guaranteed": {"gpu": self.guaranteed_gpus}, "weight": self.weight,
+                "groups": [g.strip() for g in self.groups.split(",") if g.strip()]}
+        if self.parent_queue:
+            body["parent"] = self.parent_queue
+        if self.limit_gpus >= 0:
+            body["limit"] = {"gpu": self.limit_gpus}
+        if self.user_limit_gpus >= 0:
+            body["user_limit"] = {"gpu": self.user_limit_gpus}
+        q = ch.put_queue(name, **body)
+        if self.json:
+            self.emit(q)
+        else:
+            print(f"created queue {q['name']}" + (f" under {q['parent']}" if q.get("parent") else ""))
+
+
+class QuotaDeleteApp(ClientCommand):
+    name = "computehub quota delete"
+    description = "computehub quota delete QUEUE: delete a queue with no sub-queues and no work." + _ADMIN
+    positional, usage_args = 1, "a queue name"
+
+    def run(self, name):
+        self.client().delete_queue(name)
+        print(f"deleted queue {name}")
+
+
+class ClassesApp(ClientCommand):
+    name = "computehub classes"
+    description = ("Priority classes: rank (higher first), whether work may be preempted, may borrow idle "
+                   "quota, and the minimum run time before preemption. 'classes set' and 'classes delete' "
+                   "change them (admins).")
+    subcommands = {"set": ("hub_ext.cli_client_queues.ClassSetApp", "Create or change a class (admins)."),
+                   "delete": ("hub_ext.cli_client_queues.ClassDeleteApp", "Delete an unused class (admins).")}
+
+    def run(self):
+        data = self.client().classes()
+        if self.json:
+            self.emit(data)
+            return
+        rows = [[c["name"], c["rank"], "yes" if c["preemptible"] else "no", "yes" if c["may_borrow"] else "no",
+                 f"{c['preempt_after']:g}s", c.get("description", "")] for c in data["classes"]]
+        print(table(rows, ["CLASS", "RANK", "PREEMPTIBLE", "BORROWS", "PREEMPT AFTER", "DESCRIPTION"]))
+
+
+class ClassSetApp(ClientCommand):
+    name = "computehub classes set"
+    description = "computehub classes set NAME --rank R [options]: create or replace a class." + _ADMIN
+    examples = """
+computehub classes set urgent --rank 350 --no-preemptible
+computehub classes set scavenger --rank 50 --preempt-after 0
+"""
+    positional, usage_args = 1, "a class name"
+    rank = Int(0, help="Rank: higher goes first.").tag(config=True)
+    preemptible = Bool(True, help="May be preempted (work that may not runs only inside guarantees).").tag(
+        config=True)
+    preempt_after = Float(0.0, help="Seconds a workload runs before it may be preempted.").tag(config=True)
+    description_text = Unicode("", help="What the class is for.").tag(config=True)
+    aliases = {**ClientCommand.aliases, "rank": "ClassSetApp.rank", "preempt-after": "ClassSetApp.preempt_after",
+               "description": "ClassSetApp.description_text"}
+    flags = {**ClientCommand.flags,
+             "no-preemptible": ({"ClassSetApp": {"preemptible": False}}, "Never preempt this class's work.")}
+
+    def run(self, name):
+        body = {"rank": self.rank, "preemptible": self.preemptible, "may_borrow": self.preemptible,
+                "preempt_after": self.preempt_after, "description": self.description_text}
+        c = self.client().put_class(name, **body)
+        if self.json:
+            self.emit(c)
+        else:
+            print(f"class {c['name']}: rank {c['rank']}, preemptible {'yes' if c['preemptible'] else 'no'}")
+
+
+class ClassDeleteApp(ClientCommand):
+    name = "computehub classes delete"
+    description = "computehub classes delete NAME: delete a class no pending or running work uses." + _ADMIN
+    positional, usage_args = 1, "a class name"
+
+    def run(self, name):
+        self.client().delete_class(name)
+        print(f"deleted class {name}")
