@@ -12,9 +12,13 @@ browser logins carry those scopes to the service.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from .scopes import ADMIN, CUSTOM_SCOPES, ON_BEHALF, READ_METRICS, SUBMIT, TEAM
+
+
+TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hub_templates")
 
 
 def configure_jupyterhub(c, *, name: str = "computehub", port: int = 10101, url: str | None = None,
@@ -76,6 +80,12 @@ def configure_jupyterhub(c, *, name: str = "computehub", port: int = 10101, url:
         # Spawners and launchers submit, watch and report on behalf of users.
         add({"name": f"{name}-on-behalf", "scopes": [ON_BEHALF, access], "services": list(on_behalf_services)})
     c.JupyterHub.load_roles = roles
+    # The hub's home page links ComputeHub (and its admin pages, for its admins).
+    paths = [p for p in _get(c.JupyterHub, "template_paths", []) if p != TEMPLATES]
+    c.JupyterHub.template_paths = [TEMPLATES] + paths
+    tv = dict(_get(c.JupyterHub, "template_vars", {}))
+    tv.update(computehub_url=f"/services/{name}/", computehub_admin_role=f"{name}-admin")
+    c.JupyterHub.template_vars = tv
     return service
 
 

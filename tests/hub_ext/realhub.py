@@ -49,7 +49,8 @@ c.ComputeHubService.initial_queues = [
 
 
 class RealHub:
-    def __init__(self, workdir: Path, db_url: str | None = None, extra_service_config: str = ""):
+    def __init__(self, workdir: Path, db_url: str | None = None, extra_service_config: str = "",
+                 spawner_config: str = ""):
         if not CHP.exists():
             raise RuntimeError(f"configurable-http-proxy is missing at {CHP}: run 'make test' (it installs it)")
         self.dir = workdir
@@ -63,6 +64,7 @@ class RealHub:
         self.data_dir = workdir / "computehub-data"
         self.db_url = db_url
         self.extra = extra_service_config
+        self.spawner_config = spawner_config   # appended to jupyterhub_config.py (e.g. a spawner_class)
         self.proc = None
         self.tokens: dict[str, str] = {}
 
@@ -100,7 +102,7 @@ class RealHub:
                                  on_behalf_services=["launcher"])
             """)
         path = self.dir / "jupyterhub_config.py"
-        path.write_text(cfg)
+        path.write_text(cfg + self.spawner_config)
         return path
 
     def start(self, timeout: float = 60.0) -> "RealHub":

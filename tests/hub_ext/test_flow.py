@@ -130,3 +130,15 @@ def test_metrics_need_a_scope_and_describe_the_scheduler(hub):
                  "computehub_preemptions_total"):
         assert name in text, name
     assert 'computehub_gpus_total{flavor="a100"} 8.0' in text
+
+
+def test_hub_home_page_links_computehub_and_its_admin_pages_for_admins(hub):
+    pages = {}
+    for user in ("ada", "alice"):
+        s = _login(hub, user)
+        r = s.get(hub.url + "/hub/home", timeout=10)
+        assert r.status_code == 200
+        pages[user] = r.text
+    assert 'id="computehub-card"' in pages["alice"] and "/services/computehub/" in pages["alice"]
+    assert 'id="computehub-admin-link"' in pages["ada"]
+    assert 'id="computehub-admin-link"' not in pages["alice"]

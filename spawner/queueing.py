@@ -1,0 +1,286 @@
+"""The queueing layer shared by ComputeHub's spawners (see docs/spawner.md).
+
+``start()`` submits a ``notebook`` workload on the user's behalf, waits for the
+scheduler to admit it (``progress()`` says where the user stands meanwhile),
+then starts the real server with its placement. ``stop()`` and ``poll()``
+report back so the GPUs return at once. Everything goes through the REST API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from jupyterhub.spawner import Spawner
+from traitlets import Float, Integer, Unicode, default, validate
+
+from .service_client import ServiceClient, ServiceError
+
+WAITING = ("pending", "awaiting_approval")
+ADMITTED = ("admitted", "running")
+NO_LIMIT = 30 * 24 * 3600   # "wait in the queue as long as it takes" (asyncio needs a number)
+
+
+def eta_text(seconds) -> str:
+    if seconds is None:
+        return "ETA unknown"
+    if seconds < 90:
+        return f"ETA ~{max(1, round(seconds))} s"
+    if seconds < 5400:
+        return f"ETA ~{round(seconds / 60)} min"
+    return f"ETA ~{seconds / 3600:.1f} h"
+
+
+def queue_message(w: dict) -> str:
+    """What the spawn page says about a workload that is not admitted yet."""
+    ex = w.get("explanation") or {}
+    reason = ex.get("reason") or w.get("reason") or "waiting for the scheduler"
+    if w.get("state") == "awaiting_approval":
+        return f"Waiting for an admin's approval in {w.get('queue')} — {reason}"
+    pos = ex.get("position_in_queue", w.get("position_in_queue"))
+    where = f"position {pos} in {w.get('queue')}" if pos else f"in {w.get('queue')}"
+    return f"Queued: {where}, {eta_text(ex.get('eta_seconds'))} — {reason}"
+
+
+class QueueingMixin(Spawner):
+    """Mix in before a concrete spawner: ``class S(QueueingMixin, LocalProcessSpawner)``."""
+
+    computehub_url = Unicode(config=True, help="""URL of the ComputeHub service (…/services/computehub).
+        Default: $COMPUTEHUB_URL, else the hub's registered 'computehub' service.""")
+    computehub_token = Unicode(config=True, help="""API token with custom:computehub:submit-on-behalf.
+        Default: $COMPUTEHUB_TOKEN.""")
+    computehub_service_name = Unicode("computehub", config=True,
+                                      help="Name of the ComputeHub service in the hub's services.")
+    computehub_queue = Unicode("", config=True, help="Queue to submit to ('' = the service picks one "
+                                                     "open to the user's groups).")
+    gpus = Integer(0, min=0, config=True, help="GPUs the server asks for.")
+    gpu_model = Unicode("", config=True, help="GPU model (flavor) wanted, e.g. 'a100'; '' = any.")
+    queue_poll_interval = Float(1.0, config=True, help="Seconds between queue checks (at most 2).")
+    queue_timeout = Float(0.0, config=True, help="""Longest time a spawn waits in the queue, in seconds;
+        0 = as long as it takes. start_timeout then applies to starting the server alone.""")
+
+    workload_id = Unicode("")            # persisted in the spawner state
+    _launched = False                     # the real server was started for this workload
+    _stopping = False
+    _event: dict | None = None
+    _admitted_w: dict | None = None
+
+    @validate("queue_poll_interval")
+    def _poll_interval(self, proposal):
+        return min(2.0, max(0.05, proposal["value"]))
+
+    @default("computehub_url")
+    def _default_url(self):
+        if os.environ.get("COMPUTEHUB_URL"):
+            return os.environ["COMPUTEHUB_URL"]
+        services = getattr(self.user, "settings", {}).get("services", {}) if self.user else {}
+        svc = services.get(self.computehub_service_name)
+        if svc is not None and getattr(svc, "url", None):
+            return svc.url.rstrip("/") + svc.prefix.rstrip("/")
+        return ""
+
+    @default("computehub_token")
+    def _default_token(self):
+        return os.environ.get("COMPUTEHUB_TOKEN", "")
+
+    # ---- state (a hub restart recovers the workload) -------------------------------
+    def load_state(self, state):
+        super().load_state(state)
+        self.workload_id = state.get("computehub_workload", "")
+        self._launched = bool(state.get("computehub_launched"))
+
+    def get_state(self):
+        state = super().get_state()
+        if self.workload_id:
+            state["computehub_workload"] = self.workload_id
+            state["computehub_launched"] = self._launched
+        return state
+
+    def clear_state(self):
+        super().clear_state()
+        self.workload_id, self._launched, self._admitted_w = "", False, None
+
+    # ---- what the workload asks for ----------------------------------------------
+    def workload_spec(self) -> dict:
+        resources = {"gpu": int(self.gpus)}
+        if self.cpu_limit:
+            resources["cpu"] = float(self.cpu_limit)
+        if self.mem_limit:
+            resources["memory"] = int(self.mem_limit)
+        spec = {"kind": "notebook", "user": self.user.name, "name": self.name or "default",
+                "resources": resources, "metadata": {"spawner": type(self).__name__}}
+        if self.computehub_queue:
+            spec["queue"] = self.computehub_queue
+        if self.gpu_model:
+            spec["gpu_model"] = self.gpu_model
+        return spec
+
+    def client(self) -> ServiceClient:
+        if not self.computehub_url or not self.computehub_token:
+            raise RuntimeError("ComputeHub spawner needs computehub_url and computehub_token "
+                               "(a token with custom:computehub:submit-on-behalf)")
+        return ServiceClient(self.computehub_url, self.computehub_token)
+
+    def assigned_gpus(self) -> list[int]:
+        return [g for a in (self._admitted_w or {}).get("placement", []) for g in a.get("gpus", [])]
+
+    def get_env(self):
+        env = super().get_env()
+        env["COMPUTEHUB_URL"] = self.computehub_url
+        if self.workload_id:
+            env["COMPUTEHUB_WORKLOAD_ID"] = self.workload_id
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in self.assigned_gpus())
+        return env
+
+    # ---- start: queue, then the real server --------------------------------------
+    def start(self):
+        """Not a coroutine on purpose: JupyterHub reads ``start_timeout`` right after calling
+        ``start()`` to bound the whole start. Queue time must not count against it, so the
+        bound becomes queue_timeout + start_timeout, and start_timeout is applied to the
+        server's own start after admission."""
+        server_timeout = self.start_timeout
+        self.start_timeout = int((self.queue_timeout or NO_LIMIT) + server_timeout)
+        task = asyncio.ensure_future(self._queued_start(server_timeout))
+        # however the start ends (even cancelled before it ran), the trait is put back
+        task.add_done_callback(lambda _: setattr(self, "start_timeout", server_timeout))
+        return task
+
+    async def _queued_start(self, server_timeout: float):
+        client = self.client()
+        self._event, self._admitted_w, self._launched = None, None, False
+        try:
+            w = await self._submit_or_resume(client)
+            w = await self._wait_for_admission(client, w)
+            self._admitted_w = w
+            where = ", ".join(f"{a['node']} GPU {','.join(map(str, a['gpus'])) or '-'}" for a in w["placement"])
+            self._event = {"progress": 50, "message": f"Admitted: {where or 'no GPU'}; starting server"}
+            self.start_timeout = server_timeout
+            url = await asyncio.wait_for(super().start(), server_timeout)
+            self._launched = True
+        except BaseException:
+            self.start_timeout = server_timeout
+            await self._withdraw(client)
+            raise
+        try:
+            await client.report(self.workload_id, "running")
+        except ServiceError as e:
+            self.log.warning("ComputeHub: could not report %s running: %s", self.workload_id, e)
+        return url
+
+    async def _submit_or_resume(self, client: ServiceClient) -> dict:
+        if self.workload_id:                 # recovered from state (hub restart) or a retried start
+            try:
+                w = await client.get(self.workload_id)
+                if w["state"] in WAITING or w["state"] == "admitted":
+                    self.log.info("ComputeHub: %s resumes workload %s", self._log_name, self.workload_id)
+                    return w
+                if w["state"] == "running":
+                    await client.report(self.workload_id, "finished", reason="superseded by a new spawn")
+            except ServiceError as e:
+                self.log.warning("ComputeHub: old workload %s: %s", self.workload_id, e)
+            self.workload_id = ""
+        spec = self.workload_spec()
+        if "queue" not in spec:
+            queue = await self._queue_for_user(client)
+            if queue:
+                spec["queue"] = queue
+        w = await client.submit(spec)
+        self.workload_id = w["id"]
+        self.log.info("ComputeHub: %s submitted workload %s (%s)", self._log_name, w["id"], w["state"])
+        return w
+
+    async def _queue_for_user(self, client: ServiceClient) -> str | None:
+        """The first leaf queue open to one of the user's hub groups (what the service picks
+        for a user submitting for themselves; a spawner submits for them, so it asks)."""
+        groups = {g.name for g in getattr(self.user, "groups", [])}
+        try:
+            queues = (await client.request("GET", "queues")).get("queues", [])
+        except ServiceError as e:
+            self.log.warning("ComputeHub: could not list queues: %s", e)
+            return None
+        mine = sorted(q["name"] for q in queues if q.get("leaf") and set(q.get("groups") or ()) & groups)
+        return mine[0] if mine else None
+
+    async def _wait_for_admission(self, client: ServiceClient, w: dict) -> dict:
+        """Poll until admitted: quickly at first (a free GPU is admitted within the service's
+        next cycle, milliseconds), then every queue_poll_interval."""
+        delay = 0.02
+        while True:
+            state = w["state"]
+            if state in ADMITTED:
+                return w
+            if state not in WAITING:
+                raise RuntimeError(f"ComputeHub did not admit the server: {state} — {w.get('reason') or ''}")
+            msg = queue_message(w)
+            if self._event is None or self._event["message"] != msg:
+                self._event = {"progress": 10, "message": msg}
+                self.log.info("ComputeHub: %s %s", self._log_name, msg)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.queue_poll_interval)
+            w = await client.get(self.workload_id)
+
+    async def _withdraw(self, client: ServiceClient | None = None):
+        """Cancel a workload whose server never started (a cancelled or failed spawn)."""
+        wid = self.workload_id
+        if not wid or self._launched:
+            return
+        try:
+            await (client or self.client()).cancel(wid)
+            self.log.info("ComputeHub: withdrew workload %s of %s", wid, self._log_name)
+        except (ServiceError, RuntimeError) as e:
+            if getattr(e, "status", 0) not in (404, 409):     # already ended: fine
+                self.log.warning("ComputeHub: could not withdraw %s: %s", wid, e)
+        self.workload_id = ""
+
+    async def progress(self):
+        """Queue position, ETA and reason while queued (checked every 0.25 s), then the
+        underlying spawner's own progress."""
+        last = None
+        while self._admitted_w is None:
+            ev = self._event
+            if ev is not None and ev != last:
+                last = ev
+                yield dict(ev)
+            await asyncio.sleep(0.25)
+        if self._event is not None and self._event != last:
+            yield dict(self._event)
+        async for ev in super().progress():
+            yield ev
+
+    # ---- stop and poll: the GPUs return -------------------------------------------
+    async def _report_end(self, status: int | None, reason: str = ""):
+        wid, launched = self.workload_id, self._launched
+        if not wid:
+            return
+        if not launched:
+            await self._withdraw()
+            return
+        code = 0 if status in (None, 0) else int(status) if isinstance(status, int) else 1
+        try:
+            await self.client().report(wid, "finished" if code == 0 else "failed", exit_code=code,
+                                       reason=reason or f"server ended (exit code {code})")
+        except (ServiceError, RuntimeError) as e:
+            if getattr(e, "status", 0) not in (404, 409):
+                self.log.warning("ComputeHub: could not report %s ended: %s", wid, e)
+        self.workload_id, self._launched = "", False
+
+    async def poll(self):
+        """A dead server is reported at once (finished on exit 0, else failed)."""
+        wid, launched = self.workload_id, self._launched
+        status = await super().poll()
+        if status is not None and wid and launched and not self._stopping:
+            self.workload_id, self._launched = wid, True     # super().poll() may clear state
+            await self._report_end(status, f"server exited (status {status})")
+        return status
+
+    async def stop(self, now=False):
+        """Stop the server, then release the allocation (finished), or withdraw a queued one."""
+        wid, launched = self.workload_id, self._launched
+        self._stopping = True
+        try:
+            await super().stop(now=now)
+        finally:
+            self._stopping = False
+            if wid:
+                self.workload_id, self._launched = wid, launched   # super() may have cleared state
+                await self._report_end(None, "server stopped")
