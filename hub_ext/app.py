@@ -184,6 +184,8 @@ class ComputeHubService(Application):
                 raise APIError(403, "forbidden", f"node_selector key(s) {', '.join(map(str, bad))} are not "
                                                  f"allowed (an admin allows: {allowed})")
         specs = self.sched.state.tree.specs
+        if "queue" not in spec and spec["user"] != caller.name:
+            raise ValidationError("name the queue ('queue') when submitting for another user")
         if "queue" not in spec:
             mine = [q for q, s in specs.items() if self.sched.state.tree.is_leaf(q) and s.groups
                     and caller.groups & set(s.groups)]

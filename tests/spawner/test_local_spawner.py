@@ -29,7 +29,7 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub_ext"))
 from realhub import RealHub  # noqa: E402
 
-pytest.importorskip("jupyter_server", reason="jupyter_server runs the single-user servers (extra 'hub')")
+import jupyter_server  # noqa: E402,F401 - runs the single-user servers (extra 'hub'); missing = a loud failure
 
 SERVICE = """
 c.ComputeHubService.nodes = [
@@ -220,3 +220,14 @@ def test_second_user_queues_then_starts_and_cancel_withdraws(qhub):
     node = hub.call("GET", "/nodes/local", hub.tokens["ada"])
     assert node.status_code == 200 and node.json()["free_gpus"] == [0], node.text
     wait_for("bob's server process to exit", lambda: "bob" not in server_procs(hub), 30)
+
+
+def test_queue_message_wording():
+    from spawner.queueing import queue_message
+    w = {"state": "pending", "queue": "vision",
+         "explanation": {"position_in_queue": 2, "eta_seconds": 290, "reason": "vision uses 1/1 guaranteed GPUs"}}
+    assert queue_message(w) == "Queued: position 2 in vision, ETA ~5 min — vision uses 1/1 guaranteed GPUs"
+    w["explanation"]["eta_seconds"] = None
+    assert "ETA unknown" in queue_message(w)
+    assert queue_message({"state": "awaiting_approval", "queue": "nlp", "reason": "above 6 GPUs"}) \
+        == "Waiting for an admin's approval in nlp — above 6 GPUs"
