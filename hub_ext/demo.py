@@ -10,6 +10,7 @@ trace through the scheduler (no hub needed).
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -98,6 +99,11 @@ class DemoApp(Command):
             c.ComputeHubService.prices = {"any": 2.0, "sim": 0.0}
             """))
         groups = {g: {"users": us} for g, us in TEAMS.items()}
+        token_file = data / "spawner_token"
+        if not token_file.exists():
+            token_file.write_text(secrets.token_hex(24))
+            token_file.chmod(0o600)
+        spawner_token = token_file.read_text().strip()
         cfg = data / "jupyterhub_config.py"
         cfg.write_text(textwrap.dedent(f"""
             # JupyterHub config for `computehub demo` (rewritten at every start).
@@ -115,9 +121,18 @@ class DemoApp(Command):
             c.Authenticator.allowed_users = {sorted(set(members) | {ADMIN})!r}
             c.Authenticator.admin_users = {{{ADMIN!r}}}
             c.JupyterHub.load_groups = {groups!r}
+            # Notebook spawns go through the ComputeHub queue (1 GPU each); the demo users are
+            # not OS users, so servers run as this user with homes under the data folder.
+            c.JupyterHub.services = [{{"name": "computehub-spawner", "api_token": {spawner_token!r}}}]
+            c.JupyterHub.spawner_class = "spawner.local.QueuedSimpleLocalProcessSpawner"
+            c.QueueingMixin.computehub_token = {spawner_token!r}
+            c.QueueingMixin.gpus = 1
+            c.Spawner.args = {["--allow-root"] if os.getuid() == 0 else []!r}
+            c.SimpleLocalProcessSpawner.home_dir_template = {str(data / "homes") + "/{username}"!r}
             configure_jupyterhub(c, port={self.port + 3}, data_dir={str(data / "service")!r},
                                  config_file={str(data / "computehub_config.py")!r},
-                                 admins=[{ADMIN!r}], team_leads={{"vision": ["bob"]}})
+                                 admins=[{ADMIN!r}], team_leads={{"vision": ["bob"]}},
+                                 on_behalf_services=["computehub-spawner"])
             """))
         return cfg
 
@@ -129,6 +144,8 @@ class DemoApp(Command):
             Log in at {base}/hub/login   (password for everyone: {PASSWORD})
               users: alice, bob (team vision; bob is its lead), carol, dave (team nlp), admin (ComputeHub admin)
             Then try:
+              - Start My Server: a 1-GPU notebook; with the GPUs taken, the spawn page shows the queue
+                position, ETA and reason, and it starts by itself when a GPU frees up
               - {base}/services/computehub/          your work, positions and reasons
               - {base}/services/computehub/admin/    (as admin) queues, quotas, nodes, approvals, audit
               - a token from {base}/hub/token, then:

@@ -3,6 +3,7 @@
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -12,8 +13,29 @@ import requests
 from realhub import free_port
 
 
+def _free_block(n: int = 4) -> int:
+    """A port p with p..p+n-1 all free (the demo uses the next three for hub, proxy API, service)."""
+    for _ in range(50):
+        p = free_port()
+        if p + n >= 65536:
+            continue
+        try:
+            socks = []
+            for q in range(p, p + n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", q))
+            return p
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no block of free ports")
+
+
 def test_demo_runs_the_platform_and_stops_cleanly(tmp_path):
-    port = free_port()
+    port = _free_block()
     exe = Path(sys.executable).parent / "computehub"
     proc = subprocess.Popen([str(exe), "demo", f"--port={port}", f"--data-dir={tmp_path / 'demo'}"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
@@ -45,6 +67,21 @@ def test_demo_runs_the_platform_and_stops_cleanly(tmp_path):
                                                      timeout=10).json()["queues"]}
         assert queues["vision"]["groups"] == ["vision"] and queues["nlp"]["groups"] == ["nlp"]
         assert (tmp_path / "demo" / "service" / "computehub.sqlite").exists()
+        # A notebook spawn goes through the queue: alice's server gets a GPU from the simulated node.
+        hub_api = base + "/hub/api/users/alice"
+        assert requests.post(hub_api + "/server", headers=h, timeout=30).status_code in (201, 202)
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            model = requests.get(hub_api, headers=h, timeout=10).json()
+            if model["servers"].get("", {}).get("ready"):
+                break
+            time.sleep(0.5)
+        assert model["servers"][""]["ready"], model
+        mine = requests.get(base + "/services/computehub/api/v1/workloads?user=alice", headers=h,
+                            timeout=10).json()["workloads"]
+        assert [w["kind"] for w in mine] == ["notebook"] and mine[0]["state"] == "running"
+        assert mine[0]["placement"][0]["gpus"] == [0]
+        assert requests.delete(hub_api + "/server", headers=h, timeout=60).status_code in (202, 204)
     finally:
         proc.send_signal(signal.SIGINT)          # Ctrl-C on the demo: it stops the hub, which stops the rest
         try:
