@@ -49,7 +49,7 @@ class WorkloadsHandler(BaseHandler):
         unknown = set(body) - SUBMIT_FIELDS
         if unknown:
             raise ValidationError(f"unknown field(s): {', '.join(sorted(unknown))}")
-        spec = self.service.submission_for(caller, body)
+        spec = await self.service.submission_for(caller, body)
         w = await self.service.submit(spec)
         self.set_header("Location", self.service.path(f"api/v1/workloads/{w.id}"))
         self.write_json(views.workload(w), status=201)

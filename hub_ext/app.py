@@ -9,14 +9,16 @@ scheduling loop: shortly after every change and every ``cycle_interval`` seconds
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import secrets
 import signal
 import time
-from urllib.parse import urlparse
+from urllib.parse import quote, urlparse
 
 from tornado import web
+from tornado.httpclient import AsyncHTTPClient
 from tornado.httpserver import HTTPServer
 from traitlets import Bool, Dict, Float, List, Unicode, default
 from traitlets.config import Application
@@ -114,6 +116,7 @@ class ComputeHubService(Application):
         self.cycles = 0
         self._explained: dict[str, tuple[int, dict]] = {}
         self._submissions: list = []
+        self._groups: dict[str, tuple[float, set[str]]] = {}
         self._flush_scheduled = False
         self._changed = asyncio.Event()
         self._wake = asyncio.Event()
@@ -164,7 +167,7 @@ class ComputeHubService(Application):
 
     # --- what handlers use ----------------------------------------------------------
 
-    def submission_for(self, caller, body: dict) -> dict:
+    async def submission_for(self, caller, body: dict) -> dict:
         """The scheduler spec for a caller's submission, after the service's own rules."""
         spec = dict(body)
         if "user" in spec and spec["user"] != caller.name and not caller.on_behalf:
@@ -184,19 +187,42 @@ class ComputeHubService(Application):
                 raise APIError(403, "forbidden", f"node_selector key(s) {', '.join(map(str, bad))} are not "
                                                  f"allowed (an admin allows: {allowed})")
         specs = self.sched.state.tree.specs
-        if "queue" not in spec and spec["user"] != caller.name:
-            raise ValidationError("name the queue ('queue') when submitting for another user")
         if "queue" not in spec:
+            # Someone else's work goes to a queue open to *their* groups, which the hub knows.
+            groups = caller.groups if spec["user"] == caller.name else await self.user_groups(spec["user"])
             mine = [q for q, s in specs.items() if self.sched.state.tree.is_leaf(q) and s.groups
-                    and caller.groups & set(s.groups)]
+                    and groups & set(s.groups)]
             if not mine:
-                raise ValidationError("no queue given and none is open to your groups; name one with 'queue'")
+                whose = "your" if spec["user"] == caller.name else f"{spec['user']}'s"
+                raise ValidationError(f"no queue given and none is open to {whose} groups; name one with 'queue'")
             spec["queue"] = sorted(mine)[0]
         q = specs.get(spec["queue"]) if isinstance(spec["queue"], str) else None
         if q is not None and not caller.may_use_queue(q):
             raise APIError(403, "forbidden", f"queue {q.name!r} is open to groups {', '.join(q.groups)}, "
                                              "not to yours")
         return spec
+
+    async def user_groups(self, user: str) -> set[str]:
+        """A hub user's groups, asked of the hub with the service's own token (cached a minute)."""
+        hit = self._groups.get(user)
+        if hit and hit[0] > time.time():
+            return hit[1]
+        api = os.environ.get("JUPYTERHUB_API_URL", "").rstrip("/")
+        token = os.environ.get("JUPYTERHUB_API_TOKEN", "")
+        if not (api and token and isinstance(user, str)):
+            raise ValidationError("name the queue ('queue') when submitting for another user")
+        try:
+            r = await AsyncHTTPClient().fetch(f"{api}/users/{quote(user, safe='')}", raise_error=False,
+                                              headers={"Authorization": f"token {token}"}, request_timeout=10)
+        except OSError as e:
+            raise APIError(503, "unavailable", f"could not ask the hub for {user}'s groups: {e}") from None
+        if r.code == 404:
+            raise ValidationError(f"the hub has no user {user!r}")
+        if r.code != 200:
+            raise ValidationError(f"the hub did not tell {user}'s groups ({r.code}); name the queue ('queue')")
+        groups = set(json.loads(r.body).get("groups") or [])
+        self._groups[user] = (time.time() + 60, groups)
+        return groups
 
     async def submit(self, spec: dict):
         """Group commit: submissions arriving together are written in one transaction."""

@@ -72,6 +72,8 @@ def configure_jupyterhub(c, *, name: str = "computehub", port: int = 10101, url:
 
     # Every user: their own things as before, plus submitting and seeing their own work.
     add({"name": "user", "scopes": ["self", SUBMIT, access]})
+    # The service reads users' groups to pick queues for work submitted on their behalf.
+    add({"name": f"{name}-service", "scopes": ["read:users:groups", "read:users:name"], "services": [name]})
     if admins:
         add({"name": f"{name}-admin", "scopes": [ADMIN, READ_METRICS, access], "users": list(admins)})
     for group, leads in (team_leads or {}).items():

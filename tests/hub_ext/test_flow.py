@@ -142,3 +142,17 @@ def test_hub_home_page_links_computehub_and_its_admin_pages_for_admins(hub):
     assert 'id="computehub-card"' in pages["alice"] and "/services/computehub/" in pages["alice"]
     assert 'id="computehub-admin-link"' in pages["ada"]
     assert 'id="computehub-admin-link"' not in pages["alice"]
+
+
+def test_work_submitted_on_behalf_goes_to_a_queue_of_the_users_groups(hub):
+    """The launcher names only the user; the service asks the hub for that user's groups."""
+    r = hub.call("POST", "/workloads", hub.launcher_token, json={"user": "carol", "kind": "batch",
+                                                                 "resources": {"cpu": "100m"}})
+    assert r.status_code == 201, r.text
+    assert r.json()["user"] == "carol" and r.json()["queue"] == "nlp"
+    r2 = hub.call("POST", "/workloads", hub.launcher_token, json={"user": "ada", "kind": "batch",
+                                                                  "resources": {"cpu": "100m"}})
+    assert r2.status_code == 400 and "ada's groups" in r2.json()["message"]
+    r3 = hub.call("POST", "/workloads", hub.launcher_token, json={"user": "nobody-such", "kind": "batch"})
+    assert r3.status_code == 400 and "no user" in r3.json()["message"]
+    assert hub.call("DELETE", f"/workloads/{r.json()['id']}", hub.launcher_token).status_code == 200
