@@ -146,7 +146,7 @@ def api_admission(hub: RealHub, rounds: int, backoff: bool) -> list[float]:
 
 
 def row(name, xs, unit=1000.0):
-    return f"| {name:<44} | {len(xs):>3} | {statistics.median(xs) * unit:>9.1f} | {pct(xs, 90) * unit:>9.1f} |"
+    return f"| {name:<48} | {len(xs):>3} | {statistics.median(xs) * unit:>9.1f} | {pct(xs, 90) * unit:>9.1f} |"
 
 
 def main():
@@ -190,8 +190,8 @@ def main():
     print(f"spawn_queue: {args.n} spawns+stops per spawner (+{args.warmup} warm-up), alternating; "
           f"service cycle_delay {args.cycle_delay} s, cycle_interval {args.cycle_interval} s; {elapsed:.0f} s")
     print()
-    print(f"| {'what (ms)':<44} | {'n':>3} | {'median':>9} | {'p90':>9} |")
-    print(f"|{'-' * 46}|{'-' * 5}|{'-' * 11}|{'-' * 11}|")
+    print(f"| {'what (ms)':<48} | {'n':>3} | {'median':>9} | {'p90':>9} |")
+    print(f"|{'-' * 50}|{'-' * 5}|{'-' * 11}|{'-' * 11}|")
     print(row("spawn, plain SimpleLocalProcessSpawner", tp))
     print(row("spawn, QueuedSimpleLocalProcessSpawner", tq))
     print(row("paired difference (queued - plain)", diffs))

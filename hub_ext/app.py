@@ -57,7 +57,7 @@ class ComputeHubService(Application):
                                     "(default: $JUPYTERHUB_SERVICE_URL, set by the hub for managed services).")
     service_prefix = Unicode(config=True, help="URL prefix of the service (default: $JUPYTERHUB_SERVICE_PREFIX).")
     cycle_interval = Float(5.0, config=True, help="Seconds between periodic scheduling cycles.")
-    cycle_delay = Float(0.05, config=True,
+    cycle_delay = Float(0.01, config=True,
                         help="Seconds to wait after a change before a cycle, so bursts share one cycle.")
     prices = Dict(config=True, help="Price per GPU-hour by GPU flavor (e.g. {'a100': 3.0}); "
                                     "'any' prices GPUs of no stated model.")
