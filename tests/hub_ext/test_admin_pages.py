@@ -10,35 +10,18 @@ A screenshot of the admin page is kept in ``test-artifacts/admin-page.png``.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 from pathlib import Path
 
 import pytest
+from playwright import sync_api
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the test extra)")
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run"]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 NEED_ADMIN = "ComputeHub admin pages need the custom:computehub:admin scope"
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="apt-get install -y chromium"),
-]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture

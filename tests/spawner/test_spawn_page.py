@@ -13,37 +13,23 @@ reaches ready and takes bob to his server at ``/user/bob/``.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import sys
 from pathlib import Path
 
 import pytest
+from playwright import sync_api
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub_ext"))
-from test_admin_pages import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+from test_admin_pages import ARTIFACTS  # noqa: E402
 from test_local_spawner import (  # noqa: E402,F401 - qhub is a fixture
     hub_api, latest, qhub, server_model, server_procs, wait_for, wait_ready,
 )
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the test extra)")
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="apt-get install -y chromium"),
-]
-
-
-@pytest.fixture
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
+pytestmark = pytest.mark.slow
 
 
 def test_spawn_page_shows_queue_position_then_moves_on(qhub, browser, tmp_path):
