@@ -126,26 +126,25 @@ class BaseHandler(HubOAuthenticated, web.RequestHandler):
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps(obj, default=_default, allow_nan=False))
 
-    def query_float(self, name: str, default=None):
+    def _query(self, name: str, parse, what: str):
         raw = self.get_query_argument(name, None)
         if raw is None:
-            return default
+            return None
         try:
-            v = float(raw)
+            return parse(raw)
         except ValueError:
-            raise APIError(400, "invalid", f"query parameter {name} must be a number, not {raw!r}") from None
-        if not math.isfinite(v):
+            raise APIError(400, "invalid", f"query parameter {name} must be {what}, not {raw!r}") from None
+
+    def query_float(self, name: str, default=None):
+        v = self._query(name, float, "a number")
+        if v is not None and not math.isfinite(v):
             raise APIError(400, "invalid", f"query parameter {name} must be finite")
-        return v
+        return default if v is None else v
 
     def query_int(self, name: str, default: int, low: int, high: int) -> int:
-        raw = self.get_query_argument(name, None)
-        if raw is None:
+        v = self._query(name, int, "a whole number")
+        if v is None:
             return default
-        try:
-            v = int(raw)
-        except ValueError:
-            raise APIError(400, "invalid", f"query parameter {name} must be a whole number, not {raw!r}") from None
         if not low <= v <= high:
             raise APIError(400, "invalid", f"query parameter {name} must be between {low} and {high}")
         return v

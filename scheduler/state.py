@@ -89,13 +89,7 @@ class ClusterState:
     def holders_on(self, node: str) -> list[Workload]:
         return [w for w in self.holding.values() if any(a.node == node for a in w.placement)]
 
-    def preempting(self) -> list[Workload]:
-        return [w for w in self.holding.values() if w.state == PREEMPTING]
 
-    def start_preempting(self, w: Workload) -> None:
-        """``w`` keeps its allocation until it has stopped, but counts as leaving."""
-        w.state = PREEMPTING
-        self.tree.mark_leaving(w.queue, w.total, 1)
 
     def restore(self, w: Workload) -> None:
         """Undo ``release`` of a workload that still holds its placement."""
