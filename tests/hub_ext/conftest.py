@@ -13,12 +13,8 @@ from realhub import RealHub  # noqa: E402
 @pytest.fixture(scope="session")
 def hub(tmp_path_factory):
     """One hub for the session, on SQLite. Tests must not depend on each other's workloads."""
-    h = RealHub(tmp_path_factory.mktemp("hub"))
-    try:
-        h.start()
+    with RealHub(tmp_path_factory.mktemp("hub")) as h:
         yield h
-    finally:
-        h.stop()
 
 
 @pytest.fixture

@@ -131,6 +131,16 @@ class RealHub:
             self.tokens[user] = self.make_token(user)
         return self
 
+    def __enter__(self) -> "RealHub":
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
     def make_token(self, user: str, scopes=None) -> str:
         body = {"note": "test"} if scopes is None else {"note": "test", "scopes": scopes}
         r = requests.post(f"{self.url}/hub/api/users/{user}/tokens", json=body,

@@ -37,12 +37,8 @@ STREAM = "/api/v1/events"
 
 @pytest.fixture(scope="module")
 def fuzz_hub(tmp_path_factory):
-    h = RealHub(tmp_path_factory.mktemp("fuzzhub"))
-    try:
-        h.start()
+    with RealHub(tmp_path_factory.mktemp("fuzzhub")) as h:
         yield h
-    finally:
-        h.stop()
 
 
 @pytest.fixture(scope="module")
