@@ -15,7 +15,7 @@ $(PY):
 
 # Re-installs only when pyproject.toml changed (the stamp carries its checksum).
 $(STAMP): $(PY) pyproject.toml
-	$(PY) -m pip install -q -e '.[hub,test,postgres]'
+	$(PY) -m pip install -q -e '.[hub,lab,test,postgres]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

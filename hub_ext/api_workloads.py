@@ -105,8 +105,16 @@ class WorkloadStatusHandler(_OneWorkload):
         body = self.json_body()
         state = body.get("state")
         sched = self.service.sched
+        notes = _status_notes(body)
         if state == "running":
-            w = sched.mark_running(w.id)
+            if w.state != "running" or not notes:    # a second "running" may only add notes
+                w = sched.mark_running(w.id)
+            if notes:
+                w = sched.annotate(w.id, notes)
+        elif state == "update":
+            if not notes:
+                raise ValidationError("an update needs at least one of: " + ", ".join(NOTE_FIELDS))
+            w = sched.annotate(w.id, notes)
         elif state in ("finished", "failed"):
             code = body.get("exit_code", 0 if state == "finished" else 1)
             if isinstance(code, bool) or not isinstance(code, int):
@@ -125,6 +133,32 @@ class WorkloadStatusHandler(_OneWorkload):
             self.write_json(d.to_dict())
             return
         else:
-            raise APIError(400, "invalid", "state must be one of running, finished, failed, stopped, idle")
+            raise APIError(400, "invalid", "state must be one of running, update, finished, failed, stopped, idle")
         self.service.changed()
         self.write_json(views.workload(w))
+
+
+NOTE_FIELDS = ("endpoint", "message", "ready", "node", "restarts")
+
+
+def _status_notes(body: dict) -> dict:
+    """What a launcher may record about live work (shown to its owner; ``endpoint`` is where
+    ``serve/{id}/`` forwards). Checked here, at the edge."""
+    notes = {}
+    for key in NOTE_FIELDS:
+        if key not in body:
+            continue
+        v = body[key]
+        if key == "endpoint":
+            if not isinstance(v, str) or not v.startswith(("http://", "https://")) or len(v) > 500:
+                raise ValidationError("endpoint must be an http(s) URL of at most 500 characters")
+        elif key == "ready":
+            if not isinstance(v, bool):
+                raise ValidationError("ready must be true or false")
+        elif key == "restarts":
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValidationError("restarts must be a whole number ≥ 0")
+        elif not isinstance(v, str) or len(v) > 2000:
+            raise ValidationError(f"{key} must be text of at most 2000 characters")
+        notes[key] = v
+    return notes

@@ -88,8 +88,13 @@ def document(version: str) -> dict:
                     "workloads": {"type": "array", "items": {"$ref": "#/components/schemas/Workload"}},
                     "total": {"type": "integer"}}},
                 "Status": {"type": "object", "required": ["state"], "properties": {
-                    "state": {"type": "string", "enum": ["running", "finished", "failed", "stopped", "idle"]},
+                    "state": {"type": "string", "enum": ["running", "update", "finished", "failed", "stopped",
+                                                         "idle"]},
                     "exit_code": {"type": "integer"}, "reason": {"type": "string"},
+                    "endpoint": {"type": "string", "maxLength": 500,
+                                 "description": "http(s) URL where serve/{id}/ forwards (inference)"},
+                    "message": {"type": "string", "maxLength": 2000}, "node": {"type": "string", "maxLength": 2000},
+                    "ready": {"type": "boolean"}, "restarts": {"type": "integer", "minimum": 0},
                     "idle_since": {"type": "number", "minimum": 0, "description": "UNIX time"}}},
                 "IdleDecision": {"type": "object", "required": ["action"], "properties": {
                     "action": {"type": "string"}, "idle_seconds": {"type": "number"},

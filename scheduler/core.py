@@ -271,6 +271,19 @@ class Scheduler:
             self._event(now, "started", w, "", placement=[a.to_dict() for a in w.placement])
         return w
 
+    def annotate(self, workload_id: str, values: dict, now=None) -> Workload:
+        """Record what a launcher learnt about live work (an endpoint, a message) in its
+        ``metadata['status']``; durable, so a restarted service still knows it."""
+        w = self.get(workload_id)
+        if w.state in TERMINAL:
+            raise Conflict(f"workload {workload_id} has ended ({w.state})")
+        status = dict(w.metadata.get("status") or {})
+        status.update(values)
+        w.metadata = {**w.metadata, "status": status}
+        with self._tx():
+            self.store.put_workload(w)
+        return w
+
     def mark_finished(self, workload_id: str, now=None, exit_code: int = 0, reason: str = "") -> Workload:
         """The workload ended by itself: finished (exit 0) or failed."""
         w = self.get(workload_id)

@@ -1,0 +1,11 @@
+"""ComputeHub inside JupyterLab: the lab extension's server side and the %submit / %serve magics.
+
+``%load_ext labextension`` loads the magics (see docs/magics.md); the server
+extension (see docs/labextension.md) is enabled by the config the wheel installs.
+"""
+
+
+def load_ipython_extension(ipython):
+    from .magics import load_ipython_extension as load
+
+    load(ipython)
