@@ -1,0 +1,387 @@
+"""The local launcher backend: admitted workloads as processes on this machine.
+
+Each worker is one process in its own session and process group, with
+``CUDA_VISIBLE_DEVICES`` from its placement, its output appended to
+``<logs_dir>/<workload id>.log``. Multi-worker jobs get ``RANK``, ``WORLD_SIZE``,
+``LOCAL_RANK``, ``MASTER_ADDR=127.0.0.1`` and one free ``MASTER_PORT``; inference
+replicas get ``PORT``. Stopping sends SIGTERM to every worker's group, waits the
+grace period, then SIGKILLs what is left.
+
+Identity: run as the user's OS account when the launcher is root and one exists
+(like JupyterHub's LocalProcessSpawner); otherwise as the launcher's own user —
+demo mode, no isolation between users (``allow_launcher_user``). See docs/launchers.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import pwd
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+
+from traitlets import Bool, Integer, List, Unicode, default
+
+from .launch_base import CHECKPOINT_ENV, Ended, LaunchError, LauncherBackend, gpus_of, job_of
+
+# The worker's command runs under sh so its exit code lands in a file: a launcher that
+# restarts while the job runs is no longer its parent and could not learn it otherwise.
+WRAPPER = '"$@"; rc=$?; echo $rc > "$COMPUTEHUB_EXIT_FILE"; exit $rc'
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def start_time(pid: int) -> int | None:
+    """The kernel's start time of a process (clock ticks since boot): tells a pid apart from a reused one."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of the group is still running (zombies do not count)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+@dataclass
+class Worker:
+    rank: int
+    pid: int
+    started: int | None            # /proc start time, to recognise the process after a launcher restart
+    exit_file: str
+    port: int | None = None
+    proc: subprocess.Popen | None = None   # None once adopted from a record (not our child)
+
+    def returncode(self) -> int | None:
+        """None while it runs; its exit code once it ended (128+N when killed by signal N)."""
+        if self.proc is not None:
+            rc = self.proc.poll()
+            if rc is None:
+                return None
+            return 128 - rc if rc < 0 else rc
+        now = start_time(self.pid)
+        if (now == self.started and now is not None) or (now is None and group_alive(self.pid)):
+            return None                   # still running (or its group is, after its shell died)
+        try:
+            with open(self.exit_file) as f:
+                return int(f.read().strip())
+        except (OSError, ValueError):
+            return -1                     # it ended while nobody watched; its code is unknown
+
+
+@dataclass
+class Run:
+    workers: list[Worker] = field(default_factory=list)
+    node: str = ""
+
+
+class LocalLauncher(LauncherBackend):
+    """Runs workloads as local processes (``make demo``, single machines)."""
+
+    allowed_roots = List(Unicode(), config=True, help="""Folders a job may run in besides the user's
+        home ('{username}' expands to the hub user's name), e.g. ['/data/{username}', '/scratch'].
+        The working directory a notebook sends must resolve inside one of them or the home.""")
+    home_template = Unicode("", config=True, help="""Home of hub users that have no OS account (demo
+        mode), e.g. '/srv/computehub/homes/{username}'. '' = such users have no home, and their
+        jobs must name a working directory under allowed_roots.""")
+    run_as_os_user = Bool(True, config=True, help="""When the launcher runs as root and the hub user
+        has an OS account, run the job as that account (its uid, gid and groups).""")
+    allow_launcher_user = Bool(True, config=True, help="""Run jobs of users without an OS account (or
+        all jobs, when the launcher is not root) as the launcher's own user: demo mode, no isolation
+        between users. False refuses such jobs with a clear reason.""")
+    min_uid = Integer(1000, config=True, help="""OS accounts below this uid (root, system accounts)
+        never run jobs: a hub user named like one is refused.""")
+    state_dir = Unicode(config=True, help="""Folder where the launcher records the processes of each
+        workload, so a restarted launcher finds them again (default: '<logs_dir>/../launcher').""")
+    run_dir_template = Unicode("{home}/.computehub/jobs/{id}", config=True, help="""Per-workload folder
+        for the %%submit cell's script and exit codes ('{home}', '{id}', '{username}' expand).""")
+    checkpoint_dir_template = Unicode("{home}/.computehub/checkpoints/{id}", config=True, help="""Per-workload
+        folder given to jobs as $COMPUTEHUB_CHECKPOINT_DIR; it is kept when the job is preempted and
+        requeued (same workload id), so the job can resume from what it saved there.""")
+    host = Unicode("127.0.0.1", config=True, help="Address inference endpoints are reached at (and MASTER_ADDR).")
+    node_name = Unicode("", config=True, help="Node name reported for local jobs ('' = the placement's).")
+
+    @default("state_dir")
+    def _state_dir(self):
+        return os.path.join(os.path.dirname(os.path.abspath(self.logs_dir)), "launcher")
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self._runs: dict[str, Run] = {}
+
+    # --- who, where -----------------------------------------------------------------
+
+    def identity(self, user: str) -> pwd.struct_passwd | None:
+        """The OS account to run as, or None for the launcher's own user (demo mode)."""
+        if os.getuid() == 0 and self.run_as_os_user:
+            try:
+                pw = pwd.getpwnam(user)
+            except KeyError:
+                pw = None
+            if pw is not None:
+                if pw.pw_uid < self.min_uid:
+                    raise LaunchError(f"user {user!r} maps to a system account (uid {pw.pw_uid}); "
+                                      "jobs do not run as such accounts")
+                return pw
+        if not self.allow_launcher_user:
+            raise LaunchError(f"user {user!r} has no OS account on this machine and jobs may not run "
+                              "as the launcher's user here")
+        return None
+
+    def home_of(self, user: str, pw) -> str:
+        if pw is not None:
+            return pw.pw_dir
+        return self.home_template.format(username=user) if self.home_template else ""
+
+    def check_workdir(self, user: str, workdir: str, home: str) -> str:
+        """The real working directory, if it lies in the user's home or an allowed root."""
+        roots = [r.format(username=user) for r in self.allowed_roots] + ([home] if home else [])
+        if not workdir:
+            if not home:
+                raise LaunchError("no working directory given and the user has no home here")
+            workdir = home
+            os.makedirs(workdir, exist_ok=True)
+        real = os.path.realpath(workdir)
+        for root in roots:
+            r = os.path.realpath(root)
+            if real == r or real.startswith(r.rstrip("/") + "/"):
+                break
+        else:
+            where = ", ".join(roots) or "nowhere (no home, no LocalLauncher.allowed_roots)"
+            raise LaunchError(f"working directory {workdir} is outside the folders jobs may run in: {where}")
+        if not os.path.isdir(real):
+            raise LaunchError(f"working directory {workdir} does not exist")
+        return real
+
+    def _mkdir(self, path: str, pw) -> str:
+        os.makedirs(path, exist_ok=True)
+        if pw is not None:
+            # the folders we create on the user's behalf belong to the user
+            for p in _created_below(path, pw.pw_dir):
+                os.chown(p, pw.pw_uid, pw.pw_gid)
+        return path
+
+    # --- the backend interface ---------------------------------------------------------
+
+    async def start(self, workload: dict) -> dict:
+        wid, user = workload["id"], workload["user"]
+        job = job_of(workload)
+        pw = self.identity(user)
+        home = self.home_of(user, pw)
+        workdir = self.check_workdir(user, job.workdir, home)
+        subst = {"home": home or workdir, "id": wid, "username": user}
+        run_dir = self._mkdir(self.run_dir_template.format(**subst), pw)
+        ckpt = self._mkdir(self.checkpoint_dir_template.format(**subst), pw)
+        cmd = list(job.command)
+        if job.script is not None:
+            path = os.path.join(run_dir, "script.py")
+            with open(path, "w") as f:
+                f.write(job.script)
+            if pw is not None:
+                os.chown(path, pw.pw_uid, pw.pw_gid)
+            cmd = [a.replace("{script}", path) for a in cmd]
+        os.makedirs(self.logs_dir, exist_ok=True)
+        os.makedirs(self.state_dir, exist_ok=True)
+        n = int(workload.get("workers") or 1)
+        inference = workload.get("kind") == "inference"
+        master_port = free_port(self.host)
+        base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": os.environ.get("LANG", "C.UTF-8"),
+                "PYTHONUNBUFFERED": "1"}
+        base.update(job.env)
+        base.update({"HOME": home or workdir, "USER": pw.pw_name if pw else user,
+                     "LOGNAME": pw.pw_name if pw else user, "COMPUTEHUB_WORKLOAD_ID": wid,
+                     CHECKPOINT_ENV: ckpt, "WORLD_SIZE": str(n), "LOCAL_WORLD_SIZE": str(n),
+                     "MASTER_ADDR": self.host, "MASTER_PORT": str(master_port)})
+        run = Run(node=self.node_name or ",".join(sorted({a["node"] for a in workload.get("placement") or []})))
+        log = os.open(self.log_path(workload), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
+        try:
+            with open(self.log_path(workload), "a") as f:
+                f.write(f"[computehub] {time.strftime('%Y-%m-%d %H:%M:%S')} starting {n} worker(s) "
+                        f"of {wid} in {workdir}\n")
+            for rank in range(n):
+                port = (job.port or free_port(self.host)) if inference else None
+                exit_file = os.path.join(run_dir, f"exit.{rank}")
+                if os.path.exists(exit_file):
+                    os.unlink(exit_file)              # from a run before a preemption
+                env = dict(base, RANK=str(rank), LOCAL_RANK=str(rank), COMPUTEHUB_EXIT_FILE=exit_file,
+                           CUDA_VISIBLE_DEVICES=",".join(map(str, gpus_of(workload, rank))))
+                if port:
+                    env["PORT"] = str(port)
+                kw = {}
+                if pw is not None:
+                    kw = dict(user=pw.pw_uid, group=pw.pw_gid,
+                              extra_groups=os.getgrouplist(pw.pw_name, pw.pw_gid))
+                try:
+                    proc = subprocess.Popen(["/bin/sh", "-c", WRAPPER, "computehub-job"] + cmd, cwd=workdir,
+                                            env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                            start_new_session=True, close_fds=True, **kw)
+                except OSError as e:
+                    await self._kill(run, 0)
+                    raise LaunchError(f"could not start {cmd[0]!r}: {e.strerror or e}") from None
+                run.workers.append(Worker(rank, proc.pid, start_time(proc.pid), exit_file, port, proc))
+        finally:
+            os.close(log)
+        self._runs[wid] = run
+        self._save(wid, run)
+        gpus = "; ".join(",".join(map(str, gpus_of(workload, r))) or "-" for r in range(n))
+        notes = {"node": run.node or "local",
+                 "message": f"{n} worker(s) on {run.node or 'this machine'}, GPUs {gpus}"}
+        return notes
+
+    async def poll(self, workload: dict) -> Ended | None:
+        run = self._runs.get(workload["id"])
+        if run is None:
+            return Ended(1, "the launcher does not know this workload's processes",
+                         self.last_lines(workload))
+        codes = [w.returncode() for w in run.workers]
+        bad = [(w, c) for w, c in zip(run.workers, codes) if c not in (None, 0)]
+        if bad:
+            w, code = bad[0]
+            if any(c is None for c in codes):          # one worker failed: the gang stops
+                await self._kill(run, 5.0)
+            self._forget(workload["id"])
+            who = f"worker {w.rank}" if len(run.workers) > 1 else "the job"
+            if code == -1:
+                reason = f"{who} ended while the launcher was down; its exit code is unknown"
+                code = 1
+            else:
+                reason = f"{who} exited with code {code}{_signame(code)}"
+            return Ended(code, reason, self.last_lines(workload))
+        if all(c == 0 for c in codes):
+            self._forget(workload["id"])
+            return Ended(0, "exit code 0", self.last_lines(workload))
+        return None
+
+    async def stop(self, workload: dict, grace_seconds: float) -> Ended | None:
+        run = self._runs.get(workload["id"])
+        if run is None:
+            return None
+        await self._kill(run, grace_seconds)
+        self._forget(workload["id"])
+        return Ended(143, f"stopped (SIGTERM, {grace_seconds:g} s grace)", self.last_lines(workload))
+
+    async def ready(self, workload: dict) -> str | None:
+        run = self._runs.get(workload["id"])
+        if run is None:
+            return None
+        for w in run.workers:
+            if w.port and w.returncode() is None and await _answers(self.host, w.port):
+                return f"http://{self.host}:{w.port}"
+        return None
+
+    async def adopt(self, workload: dict) -> bool:
+        try:
+            with open(self._record(workload["id"])) as f:
+                rec = json.load(f)
+            run = Run(node=rec.get("node", ""),
+                      workers=[Worker(w["rank"], w["pid"], w["started"], w["exit_file"], w.get("port"))
+                               for w in rec["workers"]])
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
+        self._runs[workload["id"]] = run
+        return True
+
+    # --- processes ------------------------------------------------------------------------
+
+    async def _kill(self, run: Run, grace: float) -> None:
+        """SIGTERM every worker's group, wait up to ``grace`` seconds, then SIGKILL what is left."""
+        groups = [w.pid for w in run.workers if w.started is None or start_time(w.pid) in (w.started, None)]
+        for pgid in groups:
+            _signal_group(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while True:
+            for w in run.workers:
+                if w.proc is not None:
+                    w.proc.poll()                  # reap, so a dead leader is not a zombie
+            alive = [g for g in groups if group_alive(g)]
+            if not alive or time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(0.1)
+        for pgid in alive:
+            _signal_group(pgid, signal.SIGKILL)
+        for w in run.workers:
+            if w.proc is not None:
+                try:
+                    await asyncio.wait_for(asyncio.to_thread(w.proc.wait), 10)
+                except asyncio.TimeoutError:
+                    self.log.warning("worker pid %d did not exit after SIGKILL", w.pid)
+
+    def _record(self, wid: str) -> str:
+        return os.path.join(self.state_dir, f"{wid}.json")
+
+    def _save(self, wid: str, run: Run) -> None:
+        rec = {"node": run.node, "workers": [{"rank": w.rank, "pid": w.pid, "started": w.started,
+                                              "exit_file": w.exit_file, "port": w.port} for w in run.workers]}
+        tmp = self._record(wid) + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(rec, f)
+        os.replace(tmp, self._record(wid))
+
+    def _forget(self, wid: str) -> None:
+        self._runs.pop(wid, None)
+        try:
+            os.unlink(self._record(wid))
+        except OSError:
+            pass
+
+
+def _created_below(path: str, top: str) -> list[str]:
+    """``path`` and its parents up to (not including) ``top``, when ``path`` lies under ``top``."""
+    out, p, top = [], os.path.realpath(path), os.path.realpath(top)
+    while p.startswith(top.rstrip("/") + "/"):
+        out.append(p)
+        p = os.path.dirname(p)
+    return out
+
+
+def _signame(code: int) -> str:
+    if code > 128:
+        try:
+            return f" (killed by {signal.Signals(code - 128).name})"
+        except ValueError:
+            pass
+    return ""
+
+
+async def _answers(host: str, port: int) -> bool:
+    """Whether something accepts connections and answers HTTP on host:port."""
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 2)
+    except (OSError, asyncio.TimeoutError):
+        return False
+    try:
+        writer.write(f"HEAD / HTTP/1.0\r\nHost: {host}\r\n\r\n".encode())
+        await writer.drain()
+        line = await asyncio.wait_for(reader.readline(), 5)
+        return line.startswith(b"HTTP/")
+    except (OSError, asyncio.TimeoutError):
+        return False
+    finally:
+        writer.close()

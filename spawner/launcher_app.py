@@ -1,0 +1,300 @@
+"""``computehub-launcher``: the launcher driver, a small JupyterHub service.
+
+Like jupyterhub-idle-culler it talks to ComputeHub only through the REST API,
+with a token holding ``custom:computehub:submit-on-behalf``. It watches admitted
+``training`` / ``inference`` / ``batch`` workloads, starts them through a backend
+(``spawner.launch_local.LocalLauncher`` by default; see launch_base), and reports:
+``running`` (node, endpoint), ``finished`` / ``failed`` (exit code, reason with the
+last log lines), ``stopped`` after a preemption (SIGTERM, ``preempt_grace``, kill).
+Crashed inference services restart up to ``max_restarts``. After its own restart
+it adopts what still runs and reports what died. See docs/launchers.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from dataclasses import dataclass
+
+from traitlets import Float, Instance, Integer, List, Type, Unicode, default
+from traitlets.config import Application
+
+from .launch_base import Ended, LaunchError, LauncherBackend
+from .launch_local import LocalLauncher
+from .service_client import ServiceClient, ServiceError
+
+HOLDING = ("admitted", "running", "preempting")
+REASON_MAX = 2000
+
+
+@dataclass
+class Tracked:
+    workload: dict
+    restarts: int = 0
+    ready: bool = False
+    busy: bool = False        # a stop (cancel, preemption, time limit) is under way
+    started: float = 0.0
+
+
+def ended_reason(ended: Ended) -> str:
+    """The reason a failed workload shows: what happened, then its last log lines (≤ 2000 chars)."""
+    if not ended.last_lines or ended.exit_code == 0:
+        return ended.reason[:REASON_MAX]
+    head = ended.reason + "; last lines:\n"
+    tail = "\n".join(ended.last_lines)
+    room = REASON_MAX - len(head)
+    return head + (tail[-room:] if room > 0 else "")
+
+
+class LauncherApp(Application):
+    name = "computehub-launcher"
+    description = "Starts admitted ComputeHub training, inference and batch workloads and reports back."
+    classes = [LocalLauncher]
+    aliases = {"config": "LauncherApp.config_file", "url": "LauncherApp.computehub_url",
+               "data-dir": "LauncherApp.data_dir", "backend": "LauncherApp.backend_class"}
+
+    config_file = Unicode("computehub_config.py", config=True,
+                          help="Python config file to load (the service's own file works; a missing file is fine).")
+    data_dir = Unicode(config=True, help="""The service's data folder: job logs go to '<data_dir>/logs',
+        where the service serves them (default: $COMPUTEHUB_DATA_DIR, else ./computehub-data).""")
+    computehub_url = Unicode(config=True, help="""URL of the service, e.g. http://127.0.0.1:10101/services/computehub
+        (default: $COMPUTEHUB_URL).""")
+    token = Unicode(config=True, help="""API token with custom:computehub:submit-on-behalf
+        (default: $COMPUTEHUB_TOKEN, else $JUPYTERHUB_API_TOKEN, which the hub gives a managed service).""")
+    kinds = List(Unicode(), ["training", "inference", "batch"], config=True,
+                 help="Workload kinds this launcher starts (notebooks are the spawners').")
+    backend_class = Type(LocalLauncher, klass=LauncherBackend, config=True,
+                         help="The backend that runs workloads (a LauncherBackend subclass).")
+    poll_interval = Float(1.0, config=True, help="""Seconds between looks at the service's admitted work and
+        at the running processes (admission → start latency is at most this plus a scheduling cycle).""")
+    preempt_grace = Float(30.0, config=True, help="""Seconds a preempted job gets between SIGTERM and SIGKILL
+        to save a checkpoint (in $COMPUTEHUB_CHECKPOINT_DIR).""")
+    cancel_grace = Float(10.0, config=True, help="Seconds a cancelled job gets between SIGTERM and SIGKILL.")
+    max_restarts = Integer(3, config=True, help="""Times a crashed inference service is restarted before it
+        is reported failed (count).""")
+    enforce_time_limit = Float(1.0, config=True, help="""Stop a job this many times its declared time limit
+        after it started and report it failed (0 = never stop for time).""")
+
+    backend = Instance(LauncherBackend, allow_none=True)
+
+    @default("data_dir")
+    def _data_dir(self):
+        return os.environ.get("COMPUTEHUB_DATA_DIR") or os.path.abspath("computehub-data")
+
+    @default("computehub_url")
+    def _url(self):
+        return os.environ.get("COMPUTEHUB_URL", "")
+
+    @default("token")
+    def _token(self):
+        return os.environ.get("COMPUTEHUB_TOKEN") or os.environ.get("JUPYTERHUB_API_TOKEN", "")
+
+    def initialize(self, argv=None):
+        super().initialize(argv)
+        if self.config_file and os.path.exists(self.config_file):
+            self.load_config_file(self.config_file)
+        if not self.computehub_url or not self.token:
+            raise SystemExit("computehub-launcher: set --url (or $COMPUTEHUB_URL) and a token with "
+                             "custom:computehub:submit-on-behalf ($COMPUTEHUB_TOKEN or $JUPYTERHUB_API_TOKEN)")
+        self.backend = self.backend_class(parent=self, logs_dir=os.path.join(self.data_dir, "logs"))
+        self.client = ServiceClient(self.computehub_url, self.token)
+        self.tracked: dict[str, Tracked] = {}
+        self.stopping_ids: set[str] = set()        # being stopped; not started again until done
+        self.tasks: set[asyncio.Task] = set()
+        self._stop = asyncio.Event()
+
+    # --- talking to the service ------------------------------------------------------------
+
+    async def holding(self) -> dict[str, dict]:
+        r = await self.client.request("GET", "workloads?state=admitted&state=running&state=preempting&limit=10000")
+        return {w["id"]: w for w in r["workloads"] if w["kind"] in self.kinds}
+
+    async def report(self, wid: str, state: str, **extra) -> dict | None:
+        try:
+            return await self.client.report(wid, state, **extra)
+        except ServiceError as e:
+            if e.status in (404, 409):          # it ended (cancelled) meanwhile: nothing to report
+                self.log.info("%s: not reported %s: %s", wid, state, e.message)
+                return None
+            raise
+
+    def spawn(self, coro) -> None:
+        task = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task) -> None:
+        self.tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self.log.error("launcher task failed", exc_info=task.exception())
+
+    # --- recovery --------------------------------------------------------------------------------
+
+    async def recover(self) -> None:
+        """After a (re)start: adopt what still runs, report what died while nobody watched."""
+        for wid, w in (await self.holding()).items():
+            status = (w.get("metadata") or {}).get("status") or {}
+            if await self.backend.adopt(w):
+                self.log.info("%s: adopted (%s)", wid, w["state"])
+                self.tracked[wid] = Tracked(w, restarts=int(status.get("restarts") or 0),
+                                            ready=bool(status.get("ready")), started=w.get("started_at") or time.time())
+                if w["state"] == "admitted":
+                    await self.report(wid, "running")
+            elif w["state"] == "running":
+                await self.report(wid, "failed", exit_code=1,
+                                  reason="its processes were gone when the launcher restarted")
+            elif w["state"] == "preempting":
+                await self.report(wid, "stopped")
+
+    # --- one look at everything -----------------------------------------------------------------
+
+    async def reconcile(self) -> None:
+        live = await self.holding()
+        for wid, w in live.items():
+            t = self.tracked.get(wid)
+            if t is None:
+                if wid in self.stopping_ids:
+                    continue
+                if w["state"] == "admitted":
+                    self.tracked[wid] = Tracked(w, busy=True)
+                    self.spawn(self.launch(w))
+                elif w["state"] == "preempting":       # preempted before it was started here
+                    await self.report(wid, "stopped")
+                continue
+            t.workload = w
+            if t.busy:
+                continue
+            if w["state"] == "preempting":
+                t.busy = True
+                self.spawn(self.halt(wid, t, self.preempt_grace, report="stopped"))
+                continue
+            limit = w.get("time_limit")
+            if self.enforce_time_limit and limit and time.time() - t.started > limit * self.enforce_time_limit:
+                t.busy = True
+                self.spawn(self.halt(wid, t, self.cancel_grace, report="failed",
+                                     reason=f"exceeded its time limit of {limit:g} s"))
+                continue
+            ended = await self.backend.poll(w)
+            if ended is not None:
+                await self.on_ended(wid, t, ended)
+            elif w["kind"] == "inference" and not t.ready:
+                endpoint = await self.backend.ready(w)
+                if endpoint:
+                    t.ready = True
+                    await self.report(wid, "update", endpoint=endpoint, ready=True,
+                                      message=f"ready at {endpoint}")
+        # Tracked work the service no longer holds was cancelled (or requeued): stop it.
+        for wid in [i for i in self.tracked if i not in live]:
+            t = self.tracked[wid]
+            if not t.busy:
+                t.busy = True
+                self.spawn(self.halt(wid, t, self.cancel_grace, report=None))
+
+    async def launch(self, w: dict) -> None:
+        wid = w["id"]
+        try:
+            notes = await self.backend.start(w)
+        except LaunchError as e:
+            self.tracked.pop(wid, None)
+            self.log.info("%s: refused: %s", wid, e)
+            await self.report(wid, "failed", exit_code=1, reason=f"could not start: {e}"[:REASON_MAX])
+            return
+        except Exception as e:
+            self.tracked.pop(wid, None)
+            self.log.exception("%s: start failed", wid)
+            await self.report(wid, "failed", exit_code=1, reason=f"the launcher could not start it: {e}"[:REASON_MAX])
+            return
+        t = self.tracked[wid]
+        t.started, t.busy = time.time(), False
+        self.log.info("%s: started (%s)", wid, notes.get("message", ""))
+        if w["kind"] == "inference":
+            notes["ready"] = False
+        if await self.report(wid, "running", **notes) is None:
+            # cancelled while starting: the next look stops it
+            self.log.info("%s: ended while it was being started", wid)
+
+    async def on_ended(self, wid: str, t: Tracked, ended: Ended) -> None:
+        w = t.workload
+        if w["kind"] == "inference" and not ended.node_lost and t.restarts < self.max_restarts:
+            t.restarts += 1
+            t.ready = False
+            self.log.warning("%s: inference crashed (%s); restart %d of %d", wid, ended.reason, t.restarts,
+                             self.max_restarts)
+            try:
+                notes = await self.backend.restart(w)
+            except Exception as e:              # could not even restart: that is the end
+                ended = Ended(ended.exit_code or 1, f"{ended.reason}; restart failed: {e}", ended.last_lines)
+            else:
+                await self.report(wid, "update", restarts=t.restarts, ready=False,
+                                  message=f"restarted after: {ended.reason} ({t.restarts}/{self.max_restarts})"
+                                  + (f"; {notes['message']}" if notes.get("message") else ""))
+                return
+        self.tracked.pop(wid, None)
+        reason = ended_reason(ended)
+        if ended.node_lost:
+            reason = f"node lost: {reason}"[:REASON_MAX]
+        state = "finished" if ended.exit_code == 0 else "failed"
+        self.log.info("%s: %s (%s)", wid, state, ended.reason)
+        await self.report(wid, state, exit_code=ended.exit_code, reason=reason)
+
+    async def halt(self, wid: str, t: Tracked, grace: float, report: str | None, reason: str = "") -> None:
+        """Stop a workload's processes and (optionally) report how it ended."""
+        self.stopping_ids.add(wid)
+        try:
+            ended = await self.backend.stop(t.workload, grace)
+            self.tracked.pop(wid, None)
+            self.log.info("%s: stopped (%s)", wid, report or "no longer held by the service")
+            if report == "stopped":
+                await self.report(wid, "stopped")
+            elif report == "failed":
+                lines = ended.last_lines if ended else []
+                await self.report(wid, "failed", exit_code=124,
+                                  reason=ended_reason(Ended(124, reason, lines)))
+        finally:
+            self.stopping_ids.discard(wid)
+
+    # --- run -------------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stop.set)
+        self.log.info("ComputeHub launcher (%s) watching %s for %s", type(self.backend).__name__,
+                      self.computehub_url, ", ".join(self.kinds))
+        recovered = False
+        while not self._stop.is_set():
+            try:
+                if not recovered:
+                    await self.recover()
+                    recovered = True
+                await self.reconcile()
+            except ServiceError as e:
+                self.log.warning("ComputeHub service: %s (retrying)", e)
+            except Exception:
+                self.log.exception("launcher look failed (retrying)")
+            try:
+                await asyncio.wait_for(self._stop.wait(), self.poll_interval)
+            except asyncio.TimeoutError:
+                pass
+        # Work keeps running: a restarted launcher adopts it.
+        for task in list(self.tasks):
+            task.cancel()
+        await self.backend.close()
+        self.log.info("ComputeHub launcher stopped; running work keeps running")
+
+    def start(self):
+        asyncio.run(self._main())
+
+    async def _main(self):
+        self._stop = asyncio.Event()
+        await self.run()
+
+
+def main(argv=None):
+    LauncherApp.launch_instance(argv)
+
+
+if __name__ == "__main__":
+    main()

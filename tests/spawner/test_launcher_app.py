@@ -1,0 +1,217 @@
+"""The launcher driver end to end: a real hub + proxy + ComputeHub service, and the launcher
+as the hub's managed service (``configure_jupyterhub(..., launcher=True)``) running jobs as
+real local processes. Emulated: the GPUs (a declared simulated node "local" with 2 GPUs;
+jobs see their indices in CUDA_VISIBLE_DEVICES). The hub users have no OS accounts here,
+so jobs run as the launcher's own user (demo mode).
+
+Shown: a job's exit code and last log lines reach the service; a preempted job gets
+SIGTERM, saves to $COMPUTEHUB_CHECKPOINT_DIR, is requeued and resumes from it; a crashed
+inference service is restarted up to the limit; a working directory outside the allowed
+folders is refused with a reason; a launcher killed with -9 is restarted by the hub and
+adopts the job that still runs and reports the one that ended meanwhile; the hub config
+gives single-user servers' tokens the scopes %submit needs.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub_ext"))
+from realhub import RealHub  # noqa: E402
+
+SERVICE = """
+c.ComputeHubService.nodes = [
+    {"name": "local", "gpus": 2, "gpu_model": "sim", "cpu": 8, "memory": "32Gi",
+     "labels": {"computehub/simulated": "true"}},
+]
+c.ComputeHubService.initial_queues = [
+    {"name": "org"},
+    {"name": "vision", "parent": "org", "guaranteed": {"gpu": 2}, "groups": ["vision"]},
+    {"name": "nlp", "parent": "org", "groups": ["nlp"]},
+]
+c.LocalLauncher.allowed_roots = [ROOT]
+c.LauncherApp.poll_interval = 0.3
+c.LauncherApp.preempt_grace = 20
+c.LauncherApp.max_restarts = 2
+"""
+
+
+def launcher_hub(tmp: Path) -> tuple[RealHub, Path]:
+    work = tmp / "work"
+    work.mkdir()
+    return RealHub(tmp, extra_service_config=SERVICE.replace("ROOT", repr(str(work))),
+                   configure_kwargs="launcher=True"), work
+
+
+def launcher_pids(hub: RealHub) -> list[int]:
+    out = subprocess.run(["pgrep", "-f", f"spawner.launcher_app.*{hub.data_dir}"], capture_output=True, text=True)
+    return [int(p) for p in out.stdout.split()]
+
+
+def kill_jobs(hub: RealHub) -> None:
+    """Never leave a job behind: the launcher's records name every process group it started."""
+    for pid in launcher_pids(hub):
+        os.kill(pid, signal.SIGKILL)
+    state = hub.data_dir / "launcher"
+    for rec in state.glob("*.json") if state.exists() else ():
+        import json
+
+        for w in json.loads(rec.read_text())["workers"]:
+            try:
+                os.killpg(w["pid"], signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+@pytest.fixture(scope="module")
+def lhub(tmp_path_factory):
+    hub, work = launcher_hub(tmp_path_factory.mktemp("lhub"))
+    try:
+        hub.start()
+        wait_for("the launcher", lambda: launcher_pids(hub), 60)
+        yield hub, work
+    finally:
+        hub.stop()
+        kill_jobs(hub)
+
+
+def wait_for(what, fn, timeout=60.0, every=0.2):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = fn()
+        if v:
+            return v
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def submit(hub, user, command, work, kind="training", gpus=1, **extra):
+    body = {"kind": kind, "queue": "vision", "resources": {"gpu": gpus},
+            "metadata": {"job": {"command": command, "workdir": str(work)}}, **extra}
+    r = hub.call("POST", "/workloads", hub.tokens[user], json=body)
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def get(hub, wid, user="ada"):
+    r = hub.call("GET", f"/workloads/{wid}", hub.tokens[user])
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def state_is(hub, wid, *states):
+    w = get(hub, wid)
+    return w if w["state"] in states else None
+
+
+def py(code: str) -> list[str]:
+    return [sys.executable, "-u", "-c", code]
+
+
+def test_exit_code_and_last_lines_reach_the_service(lhub):
+    hub, work = lhub
+    ok = submit(hub, "alice", py("import os; print('hello', os.environ['CUDA_VISIBLE_DEVICES'])"), work)
+    bad = submit(hub, "alice", py("print('about to fail'); raise SystemExit(3)"), work)
+    w = wait_for("the good job to finish", lambda: state_is(hub, ok["id"], "finished", "failed"))
+    assert w["state"] == "finished" and w["exit_code"] == 0, w
+    lines = hub.call("GET", f"/workloads/{ok['id']}/logs", hub.tokens["alice"]).json()["lines"]
+    assert any(line.startswith("hello ") and line.split()[1] in ("0", "1") for line in lines), lines
+    w = wait_for("the bad job to fail", lambda: state_is(hub, bad["id"], "finished", "failed"))
+    assert w["state"] == "failed" and w["exit_code"] == 3, w
+    assert "exited with code 3" in w["reason"] and "about to fail" in w["reason"], w["reason"]
+
+
+def test_a_workdir_outside_the_allowed_folders_is_refused(lhub):
+    hub, _ = lhub
+    w = submit(hub, "bob", ["true"], Path("/etc"))
+    w = wait_for("the refusal", lambda: state_is(hub, w["id"], "failed"))
+    assert "working directory /etc is outside the folders jobs may run in" in w["reason"], w["reason"]
+
+
+def test_preemption_sigterm_checkpoint_requeue_resume(lhub):
+    """A batch job (preemptible at once) holding both GPUs is preempted by a training job:
+    SIGTERM, it saves a checkpoint, the launcher reports it stopped, it is requeued, and when it
+    runs again it finds its checkpoint (same $COMPUTEHUB_CHECKPOINT_DIR)."""
+    hub, work = lhub
+    code = ("import os, signal, sys, time\n"
+            "ck = os.path.join(os.environ['COMPUTEHUB_CHECKPOINT_DIR'], 'step')\n"
+            "step = int(open(ck).read()) if os.path.exists(ck) else 0\n"
+            "print('resumed from', step, flush=True)\n"
+            "def term(*_):\n"
+            "    open(ck, 'w').write(str(step)); print('checkpointed', step, flush=True); sys.exit(0)\n"
+            "signal.signal(signal.SIGTERM, term)\n"
+            "if step: sys.exit(0)\n"
+            "while True:\n"
+            "    step += 1; time.sleep(0.05)\n")
+    victim = submit(hub, "bob", py(code), work, kind="batch", gpus=2)
+    wait_for("the batch job to run", lambda: state_is(hub, victim["id"], "running"))
+    time.sleep(1.0)
+    urgent = submit(hub, "alice", py("print('urgent done')"), work, gpus=2)
+    wait_for("the urgent job to finish", lambda: state_is(hub, urgent["id"], "finished"), 90)
+    w = wait_for("the victim to run again and finish", lambda: state_is(hub, victim["id"], "finished"), 90)
+    assert w["preemptions"] >= 1, w
+    lines = hub.call("GET", f"/workloads/{victim['id']}/logs", hub.tokens["bob"]).json()["lines"]
+    saved = [int(x.split()[1]) for x in lines if x.startswith("checkpointed ")]
+    resumed = [int(x.split()[2]) for x in lines if x.startswith("resumed from ")]
+    assert saved and saved[0] > 0, lines
+    assert resumed[:2] == [0, saved[0]], lines
+
+
+def test_inference_crash_is_restarted_up_to_the_limit(lhub):
+    hub, work = lhub
+    w = submit(hub, "alice", "echo crash $PORT; exit 7", work, kind="inference", gpus=1)
+    w = wait_for("the service to give up", lambda: state_is(hub, w["id"], "failed"), 60)
+    assert w["exit_code"] == 7, w
+    assert w["metadata"]["status"]["restarts"] == 2, w["metadata"]
+    lines = hub.call("GET", f"/workloads/{w['id']}/logs", hub.tokens["alice"]).json()["lines"]
+    assert sum(1 for line in lines if line.startswith("crash ")) == 3, lines
+
+
+def test_launcher_restart_adopts_running_work_and_reports_what_died(lhub):
+    hub, work = lhub
+    flag = work / "go-on"
+    long = submit(hub, "alice", py(f"import os, time\nwhile not os.path.exists({str(flag)!r}): time.sleep(0.1)\n"
+                                   "print('saw the flag')"), work)
+    short = submit(hub, "alice", py("import time; time.sleep(3); raise SystemExit(5)"), work)
+    wait_for("both to run", lambda: all(state_is(hub, x["id"], "running") for x in (long, short)))
+    old = launcher_pids(hub)
+    for pid in old:
+        os.kill(pid, signal.SIGKILL)
+    # while no launcher watches, the short job ends (exit 5)
+    wait_for("a new launcher from the hub", lambda: [p for p in launcher_pids(hub) if p not in old], 90)
+    w = wait_for("the short job's end to be reported", lambda: state_is(hub, short["id"], "failed"), 60)
+    assert w["exit_code"] == 5, w
+    assert state_is(hub, long["id"], "running"), get(hub, long["id"])
+    flag.write_text("")
+    w = wait_for("the adopted job to finish", lambda: state_is(hub, long["id"], "finished"), 60)
+    assert w["exit_code"] == 0
+
+
+def test_server_tokens_may_call_the_service():
+    """configure_jupyterhub gives single-user servers' $JUPYTERHUB_API_TOKEN the hub's default
+    server scopes plus what %submit needs, and registers the launcher with the on-behalf role."""
+    from traitlets.config import Config
+
+    from hub_ext.hubconfig import configure_jupyterhub
+
+    c = Config()
+    configure_jupyterhub(c, port=10101, launcher=True)
+    assert set(c.Spawner.server_token_scopes) == {"users:activity!user", "access:servers!server",
+                                                   "custom:computehub:submit",
+                                                   "access:services!service=computehub"}
+    launcher = [s for s in c.JupyterHub.services if s["name"] == "computehub-launcher"][0]
+    assert launcher["command"][1:3] == ["-m", "spawner.launcher_app"]
+    assert launcher["environment"]["COMPUTEHUB_URL"] == "http://127.0.0.1:10101/services/computehub"
+    roles = {r["name"]: r for r in c.JupyterHub.load_roles}
+    assert "computehub-launcher" in roles["computehub-on-behalf"]["services"]
+    c2 = Config()
+    c2.Spawner.server_token_scopes = ["inherit"]
+    configure_jupyterhub(c2)
+    assert "inherit" in c2.Spawner.server_token_scopes
