@@ -24,11 +24,22 @@ TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hub_templa
 def configure_jupyterhub(c, *, name: str = "computehub", port: int = 10101, url: str | None = None,
                          api_token: str | None = None, data_dir: str | None = None, db_url: str | None = None,
                          config_file: str | None = None, admins=(), team_leads: dict | None = None,
-                         on_behalf_services=(), environment: dict | None = None) -> dict:
+                         on_behalf_services=(), environment: dict | None = None,
+                         notebook_watch: dict | bool = False, launcher: bool = False,
+                         concurrent_spawn_limit: int | None = None) -> dict:
     """Add ComputeHub to a JupyterHub config ``c``; returns the service entry.
 
     ``url`` + ``api_token`` register an external service (Kubernetes); without
     them the hub manages ``computehub serve`` on 127.0.0.1:``port``.
+    ``notebook_watch`` (True, or a dict of ``NotebookWatch`` settings such as
+    ``{"interval": 30}``) adds the managed ``computehub-notebooks`` service that
+    reclaims idle GPU notebooks and withdraws workloads whose server is gone.
+    JupyterHub's ``concurrent_spawn_limit`` counts spawns waiting in ComputeHub's
+    queue and would turn queued users away: it is turned off, and the limit
+    (``concurrent_spawn_limit``, else the hub's value if set) applies to servers
+    starting after admission instead (``QueueingMixin.concurrent_start_limit``).
+    ``launcher=True`` adds the managed ``<name>-launcher`` service (spawner/launcher_app.py)
+    that runs %submit / %serve work as local processes (docs/launchers.md).
     """
     custom = dict(_get(c.JupyterHub, "custom_scopes", {}))
     custom.update(CUSTOM_SCOPES)
@@ -54,6 +65,15 @@ def configure_jupyterhub(c, *, name: str = "computehub", port: int = 10101, url:
             service["environment"] = dict(environment)
     services = [s for s in _get(c.JupyterHub, "services", []) if s.get("name") != name]
     c.JupyterHub.services = services + [service]
+    if launcher:
+        on_behalf_services = list(on_behalf_services) + [_add_launcher(c, name, url or f"http://127.0.0.1:{port}",
+                                                                       config_file, data_dir)]
+    # A single-user server's $JUPYTERHUB_API_TOKEN may call the service (%submit, the lab extension):
+    # the hub's default server scopes (its "server" role) plus submitting and reaching the service.
+    server_scopes = _get(c.Spawner, "server_token_scopes", None)
+    if not callable(server_scopes):
+        c.Spawner.server_token_scopes = sorted(set(server_scopes or ["users:activity!user", "access:servers!server"])
+                                               | {SUBMIT, access})
 
     roles = [dict(r) for r in _get(c.JupyterHub, "load_roles", [])]
     names = {r["name"] for r in roles}
@@ -81,6 +101,13 @@ def configure_jupyterhub(c, *, name: str = "computehub", port: int = 10101, url:
     if on_behalf_services:
         # Spawners and launchers submit, watch and report on behalf of users.
         add({"name": f"{name}-on-behalf", "scopes": [ON_BEHALF, access], "services": list(on_behalf_services)})
+    limit = concurrent_spawn_limit if concurrent_spawn_limit is not None else \
+        _get(c.JupyterHub, "concurrent_spawn_limit", None)
+    if limit is not None:
+        c.QueueingMixin.concurrent_start_limit = limit
+    c.JupyterHub.concurrent_spawn_limit = 0
+    if notebook_watch:
+        _add_notebook_watch(c, service, add, {} if notebook_watch is True else dict(notebook_watch))
     c.JupyterHub.load_roles = roles
     # The hub's home page links ComputeHub (and its admin pages, for its admins).
     paths = [p for p in _get(c.JupyterHub, "template_paths", []) if p != TEMPLATES]
@@ -91,6 +118,35 @@ def configure_jupyterhub(c, *, name: str = "computehub", port: int = 10101, url:
     return service
 
 
+def _add_launcher(c, name: str, service_url: str, config_file, data_dir) -> str:
+    """Register the managed launcher service; returns its name (it needs the on-behalf role)."""
+    lname = f"{name}-launcher"
+    cmd = [sys.executable, "-m", "spawner.launcher_app"]
+    if config_file:
+        cmd += [f"--config={config_file}"]
+    if data_dir:
+        cmd += [f"--data-dir={data_dir}"]
+    entry = {"name": lname, "command": cmd,
+             "environment": {"COMPUTEHUB_URL": service_url.rstrip("/") + f"/services/{name}"}}
+    c.JupyterHub.services = [s for s in c.JupyterHub.services if s.get("name") != lname] + [entry]
+    return lname
+
+
 def _get(section, key, empty):
     """A value already set in a traitlets config section (unset values are lazy placeholders)."""
     return section[key] if key in section else empty
+
+
+def _add_notebook_watch(c, service: dict, add, settings: dict) -> None:
+    """The managed ``<name>-notebooks`` service (spawner/notebook_watch.py) and its role."""
+    name = service["name"]
+    watch = f"{name}-notebooks"
+    cmd = [sys.executable, "-m", "spawner.notebook_watch"]
+    cmd += [f"--NotebookWatch.{k}={v}" for k, v in sorted(settings.items())]
+    env = {"COMPUTEHUB_URL": service["url"].rstrip("/") + f"/services/{name}"}
+    services = [s for s in _get(c.JupyterHub, "services", []) if s.get("name") != watch]
+    c.JupyterHub.services = services + [{"name": watch, "command": cmd, "environment": env}]
+    add({"name": watch, "services": [watch],
+         "scopes": ["list:users", "read:users:activity", "read:users:name", "read:servers", "delete:servers",
+                    "servers", ON_BEHALF, f"access:services!service={name}"]})
+

@@ -9,6 +9,7 @@ report back so the GPUs return at once. Everything goes through the REST API.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 
 from jupyterhub.spawner import Spawner
@@ -59,7 +60,12 @@ class QueueingMixin(Spawner):
     queue_timeout = Float(0.0, config=True, help="""Longest time a spawn waits in the queue, in seconds;
         0 = as long as it takes. start_timeout then applies to starting the server alone.""")
 
+    concurrent_start_limit = Integer(20, min=0, config=True, help="""Most servers of this hub starting at
+        once after admission (0 = no limit). It replaces JupyterHub's concurrent_spawn_limit, which would count
+        users waiting in the queue and turn them away (configure_jupyterhub moves it here).""")
+
     workload_id = Unicode("")            # persisted in the spawner state
+    _start_slots: dict = {}               # limit -> asyncio.Semaphore, shared by all spawners of the hub
     _launched = False                     # the real server was started for this workload
     _stopping = False
     _event: dict | None = None
@@ -101,8 +107,18 @@ class QueueingMixin(Spawner):
         self.workload_id, self._launched, self._admitted_w = "", False, None
 
     # ---- what the workload asks for ----------------------------------------------
+    def requested_gpus(self) -> int:
+        """The configured GPUs, or fewer where the start asks for it (``computehub_gpus`` in the
+        user options: the reclaimer restarts an idle notebook with 0). Never more."""
+        asked = (self.user_options or {}).get("computehub_gpus")
+        if asked is None:
+            return int(self.gpus)
+        if isinstance(asked, bool) or not isinstance(asked, int) or not 0 <= asked <= self.gpus:
+            raise ValueError(f"computehub_gpus must be a whole number from 0 to {self.gpus}")
+        return asked
+
     def workload_spec(self) -> dict:
-        resources = {"gpu": int(self.gpus)}
+        resources = {"gpu": self.requested_gpus()}
         if self.cpu_limit:
             resources["cpu"] = float(self.cpu_limit)
         if self.mem_limit:
@@ -155,7 +171,8 @@ class QueueingMixin(Spawner):
             where = ", ".join(f"{a['node']} GPU {','.join(map(str, a['gpus'])) or '-'}" for a in w["placement"])
             self._event = {"progress": 50, "message": f"Admitted: {where or 'no GPU'}; starting server"}
             self.start_timeout = server_timeout
-            url = await asyncio.wait_for(super().start(), server_timeout)
+            async with self._start_slot():
+                url = await asyncio.wait_for(super().start(), server_timeout)
             self._launched = True
         except BaseException:
             self.start_timeout = server_timeout
@@ -166,6 +183,15 @@ class QueueingMixin(Spawner):
         except ServiceError as e:
             self.log.warning("ComputeHub: could not report %s running: %s", self.workload_id, e)
         return url
+
+    def _start_slot(self):
+        limit = self.concurrent_start_limit
+        if not limit:
+            return contextlib.nullcontext()
+        slots = QueueingMixin._start_slots
+        if limit not in slots:
+            slots[limit] = asyncio.Semaphore(limit)
+        return slots[limit]
 
     async def _submit_or_resume(self, client: ServiceClient) -> dict:
         if self.workload_id:                 # recovered from state (hub restart) or a retried start

@@ -50,7 +50,7 @@ c.ComputeHubService.initial_queues = [
 
 class RealHub:
     def __init__(self, workdir: Path, db_url: str | None = None, extra_service_config: str = "",
-                 spawner_config: str = ""):
+                 spawner_config: str = "", configure_kwargs: str = ""):
         if not CHP.exists():
             raise RuntimeError(f"configurable-http-proxy is missing at {CHP}: run 'make test' (it installs it)")
         self.dir = workdir
@@ -65,6 +65,9 @@ class RealHub:
         self.db_url = db_url
         self.extra = extra_service_config
         self.spawner_config = spawner_config   # appended to jupyterhub_config.py (e.g. a spawner_class)
+        self.configure_kwargs = configure_kwargs  # more arguments to configure_jupyterhub, e.g. "notebook_watch=True"
+        # Fixed for the hub's life, so a restarted hub is reached where its servers expect it.
+        self.hub_port, self.proxy_api_port, self.service_port = free_port(), free_port(), free_port()
         self.proc = None
         self.tokens: dict[str, str] = {}
 
@@ -77,8 +80,8 @@ class RealHub:
         cfg = textwrap.dedent(f"""
             from hub_ext.hubconfig import configure_jupyterhub
             c.JupyterHub.bind_url = "{self.url}"
-            c.JupyterHub.hub_bind_url = "http://127.0.0.1:{free_port()}"
-            c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{free_port()}"
+            c.JupyterHub.hub_bind_url = "http://127.0.0.1:{self.hub_port}"
+            c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{self.proxy_api_port}"
             c.ConfigurableHTTPProxy.command = ["{CHP}"]
             c.JupyterHub.db_url = "sqlite:///{self.dir / 'hub.sqlite'}"
             c.JupyterHub.cookie_secret_file = "{self.dir / 'cookie_secret'}"
@@ -96,10 +99,10 @@ class RealHub:
                 {{"name": "test-admin", "scopes": ["admin:users", "admin:groups", "tokens"],
                   "services": ["test-admin"]}},
             ]
-            configure_jupyterhub(c, port={free_port()}, data_dir="{self.data_dir}",
+            configure_jupyterhub(c, port={self.service_port}, data_dir="{self.data_dir}",
                                  config_file="{self.dir / 'computehub_config.py'}",
                                  db_url={self.db_url!r}, admins=["ada"], team_leads={{"vision": ["lin"]}},
-                                 on_behalf_services=["launcher"])
+                                 on_behalf_services=["launcher"], {self.configure_kwargs})
             """)
         path = self.dir / "jupyterhub_config.py"
         path.write_text(cfg + self.spawner_config)

@@ -24,9 +24,8 @@ from playwright import sync_api
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub_ext"))
 from test_admin_pages import ARTIFACTS  # noqa: E402
-from test_local_spawner import (  # noqa: E402,F401 - qhub is a fixture
-    hub_api, latest, qhub, server_model, server_procs, wait_for, wait_ready,
-)
+from localhub import hub_api, server_model, server_procs, wait_for, wait_ready  # noqa: E402
+from test_local_spawner import latest, qhub  # noqa: E402,F401 - qhub is a fixture
 
 
 pytestmark = pytest.mark.slow
