@@ -31,6 +31,7 @@ from scheduler.store.sql import SqlStore
 from . import api_admin as A
 from . import api_workloads as W
 from .audit import AuditEmitter
+from .api_serve import ServeHandler
 from .base import APIError
 from .metrics import Metrics, MetricsHandler
 from .openapi import OpenAPIHandler
@@ -147,6 +148,7 @@ class ComputeHubService(Application):
             (api + r"/audit", A.AuditHandler),
             (api + r"/events", EventsHandler),
             (api + r"/openapi.json", OpenAPIHandler),
+            (p + rf"/serve/{wid}/(?P<path>.*)", ServeHandler),
             (p + r"/metrics", MetricsHandler),
             (p + r"/oauth_callback", HubOAuthCallbackHandler),
         ] + page_handlers(p)

@@ -217,6 +217,13 @@ def document(version: str) -> dict:
                               "401": _ERR, "403": _ERR}}},
             "/api/v1/openapi.json": {"get": {"summary": "This document",
                                              "responses": {"200": {"description": "OpenAPI 3 document"}}}},
+            "/serve/{workload_id}/{path}": {m: _op(
+                "An inference service, through the hub's authentication (its owner and admins): the request "
+                "is forwarded to the endpoint its launcher reported; 404 while it is not ready",
+                {"200": {"description": "The service's own answer"}, "502": _ERR},
+                params=[wid, {**_path_param("path"), "description": "the rest of the URL (may contain '/')"}],
+                scope="custom:computehub:submit (own service) or custom:computehub:admin")
+                for m in ("get", "post", "put", "patch", "delete", "options")},
             "/metrics": {"get": {"summary": "Prometheus metrics (scope read:metrics)",
                                  "responses": {"200": {"description": "text/plain exposition format"},
                                                "401": _ERR, "403": _ERR}}},

@@ -23,7 +23,7 @@ from hub_ext.pages import page_handlers
 
 PREFIX = "/services/computehub"
 METHODS = ("get", "post", "put", "patch", "delete", "head", "options")
-GROUP = re.compile(r"\(\?P<(\w+)>\[\^/\]\+\)")
+GROUP = re.compile(r"\(\?P<(\w+)>(?:\[\^/\]\+|\.\*)\)")    # [^/]+ or, for serve/{id}/{path}, .*
 
 
 def api_routes(tmp_path) -> dict[str, tuple[type, set[str]]]:

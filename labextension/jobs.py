@@ -1,0 +1,281 @@
+"""A small Python client for ComputeHub jobs, for notebooks and scripts (stdlib only).
+
+    from labextension import jobs
+    job = jobs.submit("train.py", "--lr", "0.1", gpus=2, time_limit="2h")
+    job.status()["state"]; job.wait(); print("\\n".join(job.logs()))
+    svc = jobs.serve("python -m http.server $PORT", gpus=1); svc.wait_ready(); svc.url
+
+URL and token come from the environment the hub gives a single-user server:
+``$COMPUTEHUB_URL`` (else the hub's public URL + ``/services/computehub``) and
+``$JUPYTERHUB_API_TOKEN`` (or ``$COMPUTEHUB_TOKEN``). Errors raise ``JobError``
+with one line a person can act on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+SERVICE = "services/computehub"
+TERMINAL = ("finished", "failed", "cancelled", "preempted", "reclaimed", "rejected")
+WAITING = ("pending", "awaiting_approval")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd])")
+ENV_PASSED = ("PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX", "LD_LIBRARY_PATH")
+
+
+class JobError(Exception):
+    """One line saying what went wrong (``status``: the HTTP status, None if no answer came)."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+def parse_duration(text, option: str = "time limit") -> float:
+    """Seconds from 600, '600', '90m', '2h', '1d', '1h30m'."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        seconds = float(text)
+    else:
+        t = str(text).strip().lower()
+        try:
+            seconds = float(t)
+        except ValueError:
+            parts = _DURATION.findall(t)
+            if not parts or _DURATION.sub("", t).strip():
+                raise JobError(f"{option} expects seconds or a duration like 90m, 2h, 1d, 1h30m; not {text!r}") \
+                    from None
+            seconds = sum(float(n) * _UNITS[u] for n, u in parts)
+    if not 0 < seconds < float("inf"):
+        raise JobError(f"{option} must be more than 0 seconds, not {text!r}")
+    return seconds
+
+
+def _default_url() -> str | None:
+    env = os.environ
+    if env.get("COMPUTEHUB_URL"):
+        return env["COMPUTEHUB_URL"]
+    hub = env.get("JUPYTERHUB_PUBLIC_HUB_URL") or ""
+    if hub:
+        base = hub.rstrip("/")
+        return (base[:-4] if base.endswith("/hub") else base) + "/" + SERVICE
+    return None
+
+
+def public_service_url(url: str) -> str:
+    """The service's URL as a browser reaches it (the hub's public URL when the hub says it)."""
+    hub = os.environ.get("JUPYTERHUB_PUBLIC_HUB_URL", "").rstrip("/")
+    if hub.startswith(("http://", "https://")):
+        return (hub[:-4] if hub.endswith("/hub") else hub) + "/" + SERVICE
+    return url
+
+
+class Client:
+    def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30.0):
+        url = url or _default_url()
+        if not url:
+            raise JobError("no ComputeHub service configured: $COMPUTEHUB_URL is not set (is ComputeHub "
+                           "installed on this hub?)")
+        if not url.startswith(("http://", "https://")):
+            raise JobError(f"$COMPUTEHUB_URL must start with http:// or https://, not {url!r}")
+        self.url = url.rstrip("/")
+        self.token = token or os.environ.get("COMPUTEHUB_TOKEN") or os.environ.get("JUPYTERHUB_API_TOKEN")
+        if not self.token:
+            raise JobError("no API token: $JUPYTERHUB_API_TOKEN is not set (run this in a hub's notebook, "
+                           "or set $COMPUTEHUB_TOKEN to a token from <hub>/hub/token)")
+        self.timeout = timeout
+
+    def request(self, method: str, path: str, body: dict | None = None, params: dict | None = None) -> dict:
+        url = f"{self.url}/api/v1/{path}"
+        if params:
+            url += "?" + urllib.parse.urlencode([(k, v) for k, v in params.items() if v is not None], doseq=True)
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(url, data=data, method=method, headers={
+            "Authorization": f"token {self.token}", "Accept": "application/json",
+            "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as r:
+                return json.loads(r.read() or b"{}")
+        except urllib.error.HTTPError as e:
+            raise self._error(e) from None
+        except (urllib.error.URLError, OSError) as e:
+            why = getattr(e, "reason", e)
+            raise JobError(f"cannot reach ComputeHub at {self.url}: {why}") from None
+
+    def _error(self, e: urllib.error.HTTPError) -> JobError:
+        try:
+            d = json.loads(e.read())
+            msg = d.get("message") if isinstance(d, dict) else None
+        except (ValueError, OSError):
+            msg = None
+        if msg:
+            if e.code == 403 and "lacks" in msg:
+                msg += " (ask the hub's admin to add it to the server's token: Spawner.server_token_scopes)"
+            return JobError(msg, e.code)
+        if e.code in (404, 302, 301):
+            return JobError(f"no ComputeHub service at {self.url} (HTTP {e.code}); check $COMPUTEHUB_URL", e.code)
+        if e.code in (502, 503, 504):
+            return JobError(f"ComputeHub at {self.url} is not running (HTTP {e.code}); try again shortly", e.code)
+        return JobError(f"unexpected answer from ComputeHub: HTTP {e.code}", e.code)
+
+    # --- operations ---------------------------------------------------------------------
+
+    def submit_spec(self, spec: dict) -> "Job":
+        return Job(self, self.request("POST", "workloads", spec))
+
+    def job(self, workload_id: str) -> "Job":
+        return Job(self, self.request("GET", f"workloads/{urllib.parse.quote(workload_id, safe='')}"))
+
+    def jobs(self, include_ended: bool = False) -> list[dict]:
+        """My jobs (training, batch, inference), live ones first, oldest first."""
+        me = self.request("GET", "me")["name"]
+        states = None if not include_ended else ["pending", "awaiting_approval", "admitted", "running",
+                                                 "preempting", *TERMINAL]
+        items = self.request("GET", "workloads", params={"user": me, "state": states, "limit": 1000})["workloads"]
+        return [w for w in items if w["kind"] != "notebook"]
+
+    def logs(self, workload_id: str, tail: int = 200) -> list[str]:
+        try:
+            return self.request("GET", f"workloads/{urllib.parse.quote(workload_id, safe='')}/logs",
+                                params={"tail": tail})["lines"]
+        except JobError as e:
+            if e.status == 404 and "no logs" in str(e):
+                return []
+            raise
+
+    def cancel(self, workload_id: str) -> dict:
+        return self.request("DELETE", f"workloads/{urllib.parse.quote(workload_id, safe='')}")
+
+
+def job_spec(command, *, kind: str = "training", script: str | None = None, gpus: int = 1,
+             gpu_model: str | None = None, workers: int = 1, cpu=None, memory=None, queue: str | None = None,
+             priority: str | None = None, time_limit=None, name: str | None = None, workdir: str | None = None,
+             port: int | None = None) -> dict:
+    """The submission for a job (``POST workloads``), checked here so mistakes get one clear line."""
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
+        raise JobError(f"gpus must be a whole number 0 or more, not {gpus!r}")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise JobError(f"workers must be a whole number 1 or more, not {workers!r}")
+    if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 1024 <= port <= 65535):
+        raise JobError(f"port must be from 1024 to 65535, not {port!r}")
+    resources = {"gpu": gpus}
+    if cpu not in (None, ""):
+        resources["cpu"] = cpu
+    if memory not in (None, ""):
+        resources["memory"] = memory
+    env = {k: os.environ[k] for k in ENV_PASSED if os.environ.get(k)}
+    job = {"command": command, "workdir": os.path.abspath(workdir or os.getcwd()), "env": env}
+    if script is not None:
+        job["script"] = script
+    if port is not None:
+        job["port"] = port
+    spec = {"kind": kind, "resources": resources, "workers": workers, "metadata": {"job": job}}
+    for key, value in (("gpu_model", gpu_model), ("queue", queue), ("priority", priority), ("name", name)):
+        if value:
+            spec[key] = value
+    if time_limit not in (None, ""):
+        spec["time_limit"] = parse_duration(time_limit, "time limit")
+    return spec
+
+
+def script_command(script: str, args=()) -> list[str]:
+    """How a script runs: Python files with this kernel's interpreter, anything else as a program."""
+    if script.endswith(".py"):
+        return [sys.executable, "-u", script, *args]
+    return [script if "/" in script else "./" + script, *args]
+
+
+class Job:
+    """A handle on one workload: ``status()``, ``wait()``, ``logs()``, ``cancel()``, ``url``."""
+
+    def __init__(self, client: Client, workload: dict):
+        self.client, self.id, self.last = client, workload["id"], workload
+
+    def __repr__(self) -> str:
+        return f"<Job {self.id} {self.last.get('state')}>"
+
+    def status(self) -> dict:
+        self.last = self.client.request("GET", f"workloads/{urllib.parse.quote(self.id, safe='')}")
+        return self.last
+
+    @property
+    def state(self) -> str:
+        return self.status()["state"]
+
+    @property
+    def url(self) -> str:
+        """Where an inference service answers (through the hub's proxy, with hub auth)."""
+        return f"{public_service_url(self.client.url)}/serve/{self.id}/"
+
+    def logs(self, tail: int = 200) -> list[str]:
+        return self.client.logs(self.id, tail)
+
+    def cancel(self) -> dict:
+        self.last = self.client.cancel(self.id)
+        return self.last
+
+    def wait(self, timeout: float | None = None, every: float = 1.0) -> dict:
+        """Until it ended; returns its last state."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            w = self.status()
+            if w["state"] in TERMINAL:
+                return w
+            if deadline is not None and time.monotonic() > deadline:
+                raise JobError(f"{self.id} is still {w['state']} after {timeout:g} s")
+            time.sleep(every)
+
+    def wait_ready(self, timeout: float | None = None, every: float = 1.0) -> str:
+        """For a service: until the launcher says it answers; returns its URL."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            w = self.status()
+            if w["state"] in TERMINAL:
+                raise JobError(f"{self.id} ended ({w['state']}): {w.get('reason') or ''}".strip())
+            if ((w.get("metadata") or {}).get("status") or {}).get("ready"):
+                return self.url
+            if deadline is not None and time.monotonic() > deadline:
+                raise JobError(f"{self.id} is not ready after {timeout:g} s ({w['state']})")
+            time.sleep(every)
+
+
+def submit(script: str, *args: str, client: Client | None = None, **options) -> Job:
+    """Submit ``script`` (a .py file runs with this interpreter) with ``args`` as a training job.
+    Options: gpus, gpu_model, workers, cpu, memory, queue, priority, time_limit, name, workdir."""
+    return (client or Client()).submit_spec(job_spec(script_command(script, args), **options))
+
+
+def submit_code(code: str, client: Client | None = None, **options) -> Job:
+    """Submit Python source (a cell) as a training job."""
+    return (client or Client()).submit_spec(job_spec([sys.executable, "-u", "{script}"], script=code, **options))
+
+
+def serve(command: str, *, replicas: int = 1, client: Client | None = None, **options) -> Job:
+    """Start an inference service: ``command`` is a shell line that listens on ``$PORT``
+    (or on ``port=`` if given). Its URL (``job.url``) goes through the hub's proxy."""
+    if not command.strip():
+        raise JobError("serve needs a command, e.g. 'python -m http.server $PORT'")
+    try:
+        shlex.split(command)    # unbalanced quotes are the caller's mistake, said now
+    except ValueError as e:
+        raise JobError(f"the command does not parse as a shell line: {e}") from None
+    return (client or Client()).submit_spec(job_spec(command, kind="inference", workers=replicas, **options))
+
+
+def jobs(include_ended: bool = False, client: Client | None = None) -> list[dict]:
+    return (client or Client()).jobs(include_ended)
+
+
+def logs(workload_id: str, tail: int = 200, client: Client | None = None) -> list[str]:
+    return (client or Client()).logs(workload_id, tail)
+
+
+def cancel(workload_id: str, client: Client | None = None) -> dict:
+    return (client or Client()).cancel(workload_id)

@@ -1,0 +1,340 @@
+"""``%submit``, ``%%submit``, ``%jobs``, ``%logs``, ``%cancel`` and ``%serve``: ComputeHub from a notebook.
+
+``%load_ext labextension`` loads them (the wheel's IPython kernel config does it
+for every kernel, see docs/magics.md). ``%submit`` returns at once with a
+handle and shows a live display, updated from a background thread: queued
+(position, ETA, reason) → running (node, GPUs) → finished (exit code, duration,
+GPU-hours) or failed (the last log lines). Every mistake — a bad option, a
+missing service or scope, an unknown queue — is one line, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import os
+import sys
+import threading
+import time
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.display import display, update_display
+
+from . import jobs as J
+
+POLL = 1.0             # seconds between looks at a job the display follows
+
+
+def eta_text(seconds) -> str:
+    if seconds is None:
+        return "ETA unknown"
+    if seconds < 90:
+        return f"ETA ~{max(1, round(seconds))} s"
+    if seconds < 5400:
+        return f"ETA ~{round(seconds / 60)} min"
+    return f"ETA ~{seconds / 3600:.1f} h"
+
+
+def duration(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+
+
+def describe(w: dict, lines: list[str] | None = None) -> tuple[str, str]:
+    """(headline, detail) of a workload's state, as the live display shows it."""
+    state, wid = w["state"], w["id"]
+    name = f"{wid} ({w['name']})" if w.get("name") else wid
+    ex = w.get("explanation") or {}
+    status = (w.get("metadata") or {}).get("status") or {}
+    if state == "pending":
+        pos = ex.get("position_in_queue", w.get("position_in_queue"))
+        where = f"position {pos} in {w['queue']}" if pos else f"in {w['queue']}"
+        return f"{name}: queued, {where}, {eta_text(ex.get('eta_seconds'))}", ex.get("reason") or w.get("reason") or ""
+    if state == "awaiting_approval":
+        return f"{name}: waiting for an admin's approval in {w['queue']}", w.get("reason") or ""
+    where = "; ".join(f"{a['node']} GPU {','.join(map(str, a['gpus'])) or '-'}" for a in w.get("placement") or [])
+    if state == "admitted":
+        return f"{name}: starting on {where or 'a node'}", ""
+    if state == "running":
+        extra = " — ready" if status.get("ready") else ""
+        return f"{name}: running on {where or status.get('node') or 'a node'}{extra}", status.get("message") or ""
+    if state == "preempting":
+        return f"{name}: being preempted (it gets SIGTERM and a grace period to checkpoint)", w.get("reason") or ""
+    took = (w["ended_at"] - w["started_at"]) if w.get("ended_at") and w.get("started_at") else None
+    gpus = ((w.get("resources") or {}).get("gpu") or 0) * (w.get("workers") or 1)
+    stats = f", ran {duration(took)}, {gpus * took / 3600:.3f} GPU-hours" if took is not None else ""
+    if state == "finished":
+        return f"{name}: finished, exit code {w.get('exit_code', 0)}{stats}", ""
+    if state == "failed":
+        detail = "\n".join(lines) if lines else (w.get("reason") or "")
+        return f"{name}: failed, exit code {w.get('exit_code')}{stats}", detail
+    return f"{name}: {state}{stats}", w.get("reason") or ""
+
+
+def bundle(head: str, detail: str) -> dict:
+    text = head + ("\n" + detail if detail else "")
+    body = f"<b>{html.escape(head)}</b>"
+    if detail:
+        body += f"<pre style='margin:2px 0'>{html.escape(detail)}</pre>"
+    return {"text/plain": text, "text/html": f"<div class='computehub-job'>{body}</div>"}
+
+
+class Follower(threading.Thread):
+    """Keeps one job's display up to date without blocking the kernel."""
+
+    def __init__(self, job: J.Job, display_id: str, every: float = POLL):
+        super().__init__(daemon=True, name=f"computehub-{job.id}")
+        self.job, self.display_id, self.every = job, display_id, every
+        self.states: list[str] = []
+        self.stopped = threading.Event()
+
+    def run(self):
+        last = None
+        errors = 0
+        while not self.stopped.is_set():
+            try:
+                w = self.job.status()
+                errors = 0
+            except J.JobError as e:
+                errors += 1
+                if errors >= 30:
+                    update_display(bundle(f"{self.job.id}: lost track of it: {e}", ""), raw=True,
+                                   display_id=self.display_id)
+                    return
+                self.stopped.wait(self.every)
+                continue
+            lines = self.job.logs(20) if w["state"] == "failed" else None
+            shown = describe(w, lines)
+            if shown != last:
+                update_display(bundle(*shown), raw=True, display_id=self.display_id)
+                last = shown
+                self.states.append(w["state"])
+            if w["state"] in J.TERMINAL:
+                return
+            self.stopped.wait(self.every)
+
+
+def _common(f):
+    for a in reversed([
+        argument("-h", "--help", action="store_true", help="Show this help."),
+        argument("--gpus", type=int, default=1, help="GPUs per worker (default 1)."),
+        argument("--gpu-model", default=None, help="GPU model, e.g. a100 (default: any)."),
+        argument("--cpu", default=None, help="CPU per worker: cores ('8', '0.5') or millicores ('500m')."),
+        argument("--memory", default=None, help="Memory per worker, e.g. 64Gi, 512Mi."),
+        argument("--queue", default=None, help="Queue (default: the first one open to your groups)."),
+        argument("--priority", default=None, help="Priority class (default: training; inference for %%%%serve)."),
+        argument("--time", default=None, help="Run-time limit: seconds or 90m, 2h, 1d. Declaring it gives an "
+                                               "ETA and lets the job start early in gaps (backfill)."),
+        argument("--name", default=None, help="A name for the job."),
+    ]):
+        f = a(f)
+    return f
+
+
+@magics_class
+class ComputeHubMagics(Magics):
+    def __init__(self, shell=None):
+        super().__init__(shell)
+        self.followers: dict[str, Follower] = {}
+
+    def client(self) -> J.Client:
+        # Not cached: the environment ($COMPUTEHUB_URL, the token) may change between cells.
+        return J.Client()
+
+    def _fail(self, e: Exception) -> None:
+        print(f"computehub: {e}", file=sys.stderr)
+
+    def _parse(self, fn, line: str):
+        try:
+            args = parse_argstring(fn, line)
+        except UsageError as e:
+            raise UsageError(f"{e} (see %{fn.__name__} --help)") from None
+        if getattr(args, "help", False):
+            print(fn.parser.format_help())
+            return None
+        return args
+
+    def _options(self, args) -> dict:
+        if args.gpus < 0:
+            raise UsageError(f"--gpus must be 0 or more, not {args.gpus}")
+        opts = dict(gpus=args.gpus, gpu_model=args.gpu_model, cpu=args.cpu, memory=args.memory,
+                    queue=args.queue, priority=args.priority, name=args.name)
+        if args.time is not None:
+            try:
+                opts["time_limit"] = J.parse_duration(args.time, "--time")
+            except J.JobError as e:
+                raise UsageError(str(e)) from None
+        return opts
+
+    def _launch(self, spec: dict) -> J.Job | None:
+        try:
+            job = self.client().submit_spec(spec)
+        except J.JobError as e:
+            self._fail(e)
+            return None
+        handle = display(bundle(*describe(job.last)), raw=True, display_id=True)
+        follower = Follower(job, handle.display_id)
+        self.followers[job.id] = follower
+        follower.start()
+        return job
+
+    @magic_arguments()
+    @_common
+    @argument("--workers", type=int, default=1, help="Workers (processes), each with --gpus GPUs; more than 1 "
+                                                      "is a gang started all at once with RANK, WORLD_SIZE, "
+                                                      "MASTER_ADDR and MASTER_PORT set (torchrun-style).")
+    @argument("script", nargs="?", help="The script to run (.py runs with this kernel's Python); "
+                                        "with %%%%submit the cell is the script.")
+    @argument("args", nargs=argparse.REMAINDER, help="Arguments for the script.")
+    @line_cell_magic
+    def submit(self, line, cell=None):
+        """Run a script (or, as %%submit, the cell) as a training job through the ComputeHub queue.
+
+        It runs with the same files (this working directory) and identity as the notebook, gets
+        CUDA_VISIBLE_DEVICES for its GPUs and $COMPUTEHUB_CHECKPOINT_DIR (save checkpoints there: a
+        preempted job is requeued and resumes from them). Returns a handle at once; the display
+        follows the job. Examples:
+
+          %submit --gpus 2 --time 2h train.py --lr 0.1
+          %submit --workers 2 --gpus 1 ddp.py
+          %%submit --gpus 1 --name sweep
+          print("hello from a job")
+        """
+        args = self._parse(self.submit, line)
+        if args is None:
+            return None
+        opts = self._options(args)
+        if args.workers < 1:
+            raise UsageError(f"--workers must be 1 or more, not {args.workers}")
+        if cell is not None:
+            positional = ([args.script] if args.script else []) + list(args.args)
+            command, script = [sys.executable, "-u", "{script}", *positional], cell
+        else:
+            if not args.script:
+                raise UsageError("%submit needs a script, e.g. %submit train.py (or use %%submit with a cell)")
+            if args.script.startswith("-"):
+                raise UsageError(f"unknown option {args.script} (see %submit --help)")
+            if not os.path.isfile(args.script):
+                raise UsageError(f"no such file: {args.script} (in {os.getcwd()})")
+            command, script = J.script_command(args.script, args.args), None
+        try:
+            spec = J.job_spec(command, script=script, workers=args.workers, **opts)
+        except J.JobError as e:
+            raise UsageError(str(e)) from None
+        return self._launch(spec)
+
+    @magic_arguments()
+    @_common
+    @argument("--port", type=int, default=None, help="The port COMMAND listens on (default: the launcher "
+                                                     "picks one and sets $PORT).")
+    @argument("--replicas", type=int, default=1, help="Copies of the service (each with --gpus GPUs).")
+    @argument("command", nargs=argparse.REMAINDER, help="A shell line that serves HTTP on $PORT.")
+    @line_magic
+    def serve(self, line):
+        """Start an inference service through the ComputeHub queue and print its URL when it answers.
+
+        The URL goes through the hub's proxy and needs hub authentication (your login or a token):
+        <hub>/services/computehub/serve/<id>/. A crashed service is restarted (up to a limit). Example:
+
+          %serve --gpus 1 python -m http.server $PORT
+        """
+        args = self._parse(self.serve, line)
+        if args is None:
+            return None
+        opts = self._options(args)
+        command = " ".join(args.command).strip()
+        if not command:
+            raise UsageError("%serve needs a command, e.g. %serve python -m http.server $PORT")
+        if command.startswith("-"):
+            raise UsageError(f"unknown option {command.split()[0]} (see %serve --help)")
+        if args.replicas < 1:
+            raise UsageError(f"--replicas must be 1 or more, not {args.replicas}")
+        try:
+            spec = J.job_spec(command, kind="inference", workers=args.replicas, port=args.port, **opts)
+        except J.JobError as e:
+            raise UsageError(str(e)) from None
+        job = self._launch(spec)
+        if job is not None:
+            threading.Thread(target=self._announce, args=(job,), daemon=True).start()
+        return job
+
+    def _announce(self, job: J.Job) -> None:
+        try:
+            url = job.wait_ready(every=POLL)
+        except J.JobError as e:
+            print(f"computehub: {e}", file=sys.stderr)
+            return
+        print(f"{job.id} is ready at {url} (hub login or 'Authorization: token ...' required)")
+
+    @magic_arguments()
+    @argument("--all", action="store_true", help="Include jobs that ended.")
+    @line_magic
+    def jobs(self, line):
+        """Your jobs with state, queue position and reason: %jobs [--all]."""
+        args = parse_argstring(self.jobs, line)
+        try:
+            items = self.client().jobs(include_ended=args.all)
+        except J.JobError as e:
+            return self._fail(e)
+        if not items:
+            print("no jobs" + ("" if args.all else " running or waiting (%jobs --all includes ended ones)"))
+            return None
+        rows = [("ID", "NAME", "KIND", "STATE", "POS", "REASON")]
+        for w in items:
+            pos = f"{w['position_in_queue']} in {w['queue']}" if w.get("position_in_queue") else ""
+            rows.append((w["id"], w.get("name") or "-", w["kind"], w["state"], pos or "-",
+                         (w.get("reason") or "").splitlines()[0][:100] if w.get("reason") else ""))
+        widths = [max(len(r[i]) for r in rows) for i in range(5)]
+        print("\n".join("  ".join(c.ljust(n) for c, n in zip(r[:5], widths)) + "  " + r[5] for r in rows))
+        return None
+
+    @magic_arguments()
+    @argument("--follow", "-f", action="store_true", help="Keep printing new lines until the job ends.")
+    @argument("--tail", type=int, default=200, help="How many last lines to show first.")
+    @argument("id", help="The job's id, e.g. w0000042.")
+    @line_magic
+    def logs(self, line):
+        """A job's output: %logs ID [--follow] [--tail N]."""
+        args = parse_argstring(self.logs, line)
+        if not 1 <= args.tail <= 100_000:
+            raise UsageError(f"--tail must be from 1 to 100000, not {args.tail}")
+        try:
+            client = self.client()
+            lines = client.logs(args.id, args.tail)
+            print("\n".join(lines)) if lines else print(f"{args.id}: no output yet")
+            if not args.follow:
+                return None
+            seen = len(client.logs(args.id, 100_000))
+            while True:
+                state = client.job(args.id).last["state"]
+                everything = client.logs(args.id, 100_000)
+                for text in everything[seen:]:
+                    print(text)
+                seen = len(everything)
+                if state in J.TERMINAL:
+                    print(f"[{args.id} {state}]")
+                    return None
+                time.sleep(POLL)
+        except J.JobError as e:
+            return self._fail(e)
+        except KeyboardInterrupt:
+            return None
+
+    @magic_arguments()
+    @argument("ids", nargs="+", help="Job ids.")
+    @line_magic
+    def cancel(self, line):
+        """Cancel jobs: waiting ones leave the queue, running ones are stopped (SIGTERM, then kill)."""
+        args = parse_argstring(self.cancel, line)
+        for wid in args.ids:
+            try:
+                w = self.client().cancel(wid)
+                print(f"{w['id']}: {w['state']}")
+            except J.JobError as e:
+                self._fail(e)
+
+
+def load_ipython_extension(ipython):
+    ipython.register_magics(ComputeHubMagics)

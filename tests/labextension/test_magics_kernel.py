@@ -1,0 +1,267 @@
+"""The magics in a REAL IPython kernel (ipykernel, driven by jupyter_client) against a real
+JupyterHub + configurable-http-proxy + ComputeHub service, with the launcher run by the hub
+(``configure_jupyterhub(..., launcher=True)``) starting jobs as real local processes.
+
+Emulated: the GPUs (a simulated node "local" with 2 GPUs; a job sees its indices in
+CUDA_VISIBLE_DEVICES). The kernel gets what a single-user server gives it: $COMPUTEHUB_URL
+(the service through the proxy) and $JUPYTERHUB_API_TOKEN, a token of alice's holding only the
+scopes configure_jupyterhub adds to Spawner.server_token_scopes. The magics are not loaded by
+hand: the kernel reads the IPython kernel config the wheel installs (copied to its IPYTHONDIR).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import requests
+from jupyter_client.manager import KernelManager
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "hub_ext"))
+sys.path.insert(0, str(ROOT / "tests" / "spawner"))
+from realhub import free_port  # noqa: E402
+from test_launcher_app import kill_jobs, launcher_hub, launcher_pids, wait_for  # noqa: E402
+
+SERVER_SCOPES = ["custom:computehub:submit", "access:services!service=computehub"]
+
+SLEEPER = """import os, sys, time
+open(sys.argv[1], "w").write(str(os.getpid()))
+print("sleeping", flush=True)
+time.sleep(600)
+"""
+WRITER = """import os, time
+open("out.txt", "w").write("gpus=" + os.environ["CUDA_VISIBLE_DEVICES"])
+print("wrote out.txt", flush=True)
+time.sleep(3)
+"""
+RANKS = """import os, time
+keys = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "CUDA_VISIBLE_DEVICES")
+line = " ".join(k + "=" + os.environ[k] for k in keys) + " t=%f" % time.time()
+open("rank-%s.txt" % os.environ["RANK"], "w").write(line)
+"""
+
+
+class Kernel:
+    """A real kernel; a reader thread keeps every IOPub message (display updates arrive any time)."""
+
+    def __init__(self, cwd: Path, env: dict):
+        self.km = KernelManager(kernel_name="python3")
+        self.km.start_kernel(cwd=str(cwd), env=env)
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        self.kc.wait_for_ready(timeout=120)
+        self.msgs: list[dict] = []
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        while not self.done.is_set():
+            try:
+                msg = self.kc.get_iopub_msg(timeout=0.2)
+            except queue.Empty:
+                continue
+            with self.lock:
+                self.msgs.append(msg)
+
+    def run(self, code: str, timeout: float = 60) -> dict:
+        """Run a cell; its stdout, stderr, results and errors (as text)."""
+        msg_id = self.kc.execute(code)
+        while self.kc.get_shell_msg(timeout=timeout)["parent_header"].get("msg_id") != msg_id:
+            pass                                # e.g. the kernel_info reply of wait_for_ready
+
+        def idle():
+            with self.lock:
+                return any(m["msg_type"] == "status" and m["content"]["execution_state"] == "idle"
+                           and m["parent_header"].get("msg_id") == msg_id for m in self.msgs)
+        wait_for("the cell's outputs", idle, timeout)
+        out = {"stdout": "", "stderr": "", "result": "", "error": "", "display_ids": []}
+        with self.lock:
+            mine = [m for m in self.msgs if m["parent_header"].get("msg_id") == msg_id]
+        for m in mine:
+            c = m["content"]
+            if m["msg_type"] == "stream":
+                out[c["name"]] += c["text"]
+            elif m["msg_type"] == "execute_result":
+                out["result"] += c["data"].get("text/plain", "")
+            elif m["msg_type"] == "error":
+                out["error"] += "\n".join(c["traceback"])
+            elif m["msg_type"] == "display_data" and c.get("transient", {}).get("display_id"):
+                out["display_ids"].append(c["transient"]["display_id"])
+        return out
+
+    def value(self, expr: str) -> str:
+        out = self.run(f"print({expr})")
+        assert not out["error"] and not out["stderr"], out
+        return out["stdout"].strip()
+
+    def display_texts(self, display_id: str) -> list[str]:
+        with self.lock:
+            return [m["content"]["data"]["text/plain"] for m in self.msgs
+                    if m["msg_type"] in ("display_data", "update_display_data")
+                    and m["content"].get("transient", {}).get("display_id") == display_id]
+
+    def all_stdout(self) -> str:
+        with self.lock:
+            return "".join(m["content"]["text"] for m in self.msgs
+                           if m["msg_type"] == "stream" and m["content"]["name"] == "stdout")
+
+    def stop(self):
+        self.done.set()
+        self.reader.join(5)
+        self.kc.stop_channels()
+        self.km.shutdown_kernel(now=True)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("magics")
+    hub, work = launcher_hub(tmp)
+    kernel = None
+    try:
+        hub.start()
+        wait_for("the launcher", lambda: launcher_pids(hub), 60)
+        for name, text in (("sleeper.py", SLEEPER), ("write.py", WRITER), ("ranks.py", RANKS)):
+            (work / name).write_text(text)
+        (work / "site").mkdir()
+        (work / "site" / "hello.txt").write_text("hello from the service")
+        ipydir = tmp / "ipython"
+        (ipydir / "profile_default").mkdir(parents=True)
+        shutil.copy(ROOT / "labextension" / "etc" / "ipython_kernel_config.py", ipydir / "profile_default")
+        env = dict(os.environ, COMPUTEHUB_URL=hub.service_url, IPYTHONDIR=str(ipydir),
+                   JUPYTERHUB_API_TOKEN=hub.make_token("alice", scopes=SERVER_SCOPES))
+        env.pop("COMPUTEHUB_TOKEN", None)
+        kernel = Kernel(work, env)
+        yield hub, work, kernel
+    finally:
+        if kernel is not None:
+            kernel.stop()
+        hub.stop()
+        kill_jobs(hub)
+
+
+def job_id(kernel: Kernel, out: dict) -> str:
+    assert not out["error"] and not out["stderr"], out
+    m = re.search(r"<Job (w\d+) ", out["result"])
+    assert m, out
+    return m.group(1)
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_submit_queue_cancel_states_file_and_logs(setup):
+    hub, work, k = setup
+    blocker = job_id(k, k.run("%submit --gpus 2 --name blocker sleeper.py blocker.pid"))
+    pid = int(wait_for("the blocker to run", lambda: (work / "blocker.pid").exists()
+                       and (work / "blocker.pid").read_text(), 60))
+    out = k.run("%submit --gpus 1 --time 5m write.py")
+    wid = job_id(k, out)
+    did = out["display_ids"][0]
+    queued = wait_for("a queue position in the display",
+                      lambda: [t for t in k.display_texts(did) if "queued, position 1 in vision" in t], 30)
+    assert "ETA" in queued[0] and "\n" in queued[0], queued      # with the reason on the next line
+    assert not (work / "out.txt").exists()
+
+    out = k.run(f"%cancel {blocker}")
+    assert out["stdout"].strip() == f"{blocker}: cancelled", out
+    wait_for("the blocker's process to be stopped", lambda: not alive(pid), 30)
+
+    wait_for("out.txt", lambda: (work / "out.txt").exists(), 60)
+    assert (work / "out.txt").read_text() in ("gpus=0", "gpus=1")
+    wait_for("the display to say finished", lambda: any("finished, exit code 0" in t for t in k.display_texts(did)),
+             60)
+    texts = k.display_texts(did)
+    first = {s: next(i for i, t in enumerate(texts) if s in t) for s in ("queued", "running on local GPU",
+                                                                          "finished, exit code 0")}
+    assert first["queued"] < first["running on local GPU"] < first["finished, exit code 0"], texts
+    assert "GPU-hours" in texts[-1], texts
+
+    out = k.run(f"%logs {wid}")
+    assert "wrote out.txt" in out["stdout"], out
+    out = k.run("%jobs --all")
+    assert re.search(rf"{wid}\s+-\s+training\s+finished", out["stdout"]), out
+    assert re.search(rf"{blocker}\s+blocker\s+training\s+cancelled", out["stdout"]), out
+
+
+def test_two_workers_start_only_as_a_gang_with_consistent_ranks(setup):
+    hub, work, k = setup
+    blocker = job_id(k, k.run("%submit --gpus 1 sleeper.py one.pid"))
+    wait_for("the 1-GPU blocker to run", lambda: (work / "one.pid").exists(), 60)
+    gang = job_id(k, k.run("%submit --workers 2 --gpus 1 ranks.py"))
+    time.sleep(3)          # one GPU is free, the gang needs two: nothing of it may start
+    r = hub.call("GET", f"/workloads/{gang}", hub.tokens["alice"]).json()
+    assert r["state"] == "pending", r
+    assert not list(work.glob("rank-*.txt"))
+    cancelled_at = time.time()
+    k.run(f"%cancel {blocker}")
+    wait_for("both ranks", lambda: len(list(work.glob("rank-*.txt"))) == 2, 60)
+    envs = [dict(kv.split("=", 1) for kv in p.read_text().split()) for p in sorted(work.glob("rank-*.txt"))]
+    assert [e["RANK"] for e in envs] == ["0", "1"] and [e["LOCAL_RANK"] for e in envs] == ["0", "1"]
+    assert {e["WORLD_SIZE"] for e in envs} == {"2"}
+    assert {e["MASTER_ADDR"] for e in envs} == {"127.0.0.1"}
+    assert len({e["MASTER_PORT"] for e in envs}) == 1
+    assert sorted(e["CUDA_VISIBLE_DEVICES"] for e in envs) == ["0", "1"]
+    assert all(float(e["t"]) > cancelled_at for e in envs)
+
+
+def test_serve_answers_through_the_proxy_with_a_token_only(setup):
+    hub, work, k = setup
+    out = k.run("%serve --gpus 1 python -m http.server $PORT --directory site")
+    wid = job_id(k, out)
+    line = wait_for("the URL", lambda: re.search(rf"{wid} is ready at (\S+)", k.all_stdout()), 60)
+    url = line.group(1)
+    assert url == f"{hub.service_url}/serve/{wid}/"
+    r = requests.get(url + "hello.txt", headers={"Authorization": f"token {hub.tokens['alice']}"}, timeout=10)
+    assert r.status_code == 200 and r.text == "hello from the service", (r.status_code, r.text)
+    r = requests.get(url + "hello.txt", timeout=10)
+    assert r.status_code == 401 and "hello" not in r.text, r.text
+    r = requests.get(url + "hello.txt", headers={"Authorization": f"token {hub.tokens['bob']}"}, timeout=10)
+    assert r.status_code == 404, r.text                         # someone else's service is not there for bob
+    k.run(f"%cancel {wid}")
+    r = requests.get(url + "hello.txt", headers={"Authorization": f"token {hub.tokens['alice']}"}, timeout=10)
+    assert r.status_code == 404, r.text
+
+
+@pytest.mark.parametrize("line, says", [
+    ("%submit --gpus -1 write.py", "--gpus must be 0 or more, not -1"),
+    ("%submit --time banana write.py", "--time expects seconds or a duration"),
+    ("%submit --frobnicate write.py", "unrecognized arguments: --frobnicate"),
+    ("%submit --queue nosuch write.py", "unknown queue 'nosuch'"),
+    ("%submit missing.py", "no such file: missing.py"),
+    ("%serve", "%serve needs a command"),
+    ("%logs", "the following arguments are required: id"),
+])
+def test_bad_arguments_give_one_clear_line(setup, line, says):
+    _, _, k = setup
+    out = k.run(line)
+    text = (out["stdout"] + out["stderr"] + out["error"]).strip()
+    assert says in text and "\n" not in text and "Traceback" not in text, out
+
+
+def test_missing_scope_or_service_give_one_clear_line(setup):
+    hub, _, k = setup
+    k.run(f"import os; os.environ['JUPYTERHUB_API_TOKEN'] = {hub.make_token('alice', scopes=[SERVER_SCOPES[1]])!r}")
+    out = k.run("%submit write.py")
+    text = (out["stdout"] + out["stderr"] + out["error"]).strip()
+    assert "lacks the scope to submit work (custom:computehub:submit)" in text and "\n" not in text, out
+    k.run(f"os.environ['JUPYTERHUB_API_TOKEN'] = {hub.make_token('alice', scopes=SERVER_SCOPES)!r}; "
+          f"os.environ['COMPUTEHUB_URL'] = 'http://127.0.0.1:{free_port()}/services/computehub'")
+    out = k.run("%jobs")
+    text = (out["stdout"] + out["stderr"] + out["error"]).strip()
+    assert text.startswith("computehub: cannot reach ComputeHub at") and "\n" not in text, out
+    k.run(f"os.environ['COMPUTEHUB_URL'] = {hub.service_url!r}")
