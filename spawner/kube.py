@@ -1,0 +1,245 @@
+"""QueuedKubeSpawner: KubeSpawner whose pods wait in ComputeHub's queue (docs/spawner.md).
+
+The queueing itself is ``QueueingMixin`` (spawner/queueing.py). This class adds
+what is Kubernetes-specific:
+
+- what a spawn asks for comes from what admins already configure for
+  KubeSpawner: the chosen profile's ``extra_resource_limits`` (``nvidia.com/gpu``),
+  its GPU-model node selector (``nvidia.com/gpu.product``), ``cpu_limit`` and
+  ``mem_limit``;
+- profile overrides never leak from one spawn into the next (KubeSpawner applies
+  them by setattr on a spawner object the hub keeps, merging dicts);
+- the user's options are checked against what the admin offers
+  (spawner/options.py), and the final pod manifest is guarded;
+- the pod, created only after admission, carries its placement: the node,
+  the GPU count, the class's PriorityClass and labels naming the workload.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+
+from kubespawner import KubeSpawner
+from jupyterhub.utils import maybe_future
+from tornado import web
+from traitlets import Dict, Enum, List, Unicode, default
+
+from .inventory import model_key
+from .options import OptionsError, WAIVABLE, admin_allowed, check_pod, validate_user_options
+from .queueing import QueueingMixin
+from .service_client import ServiceClient, ServiceError
+
+LABEL_PREFIX = "computehub/"
+# Traits the queueing layer derives per spawn; restored with the profile overrides.
+DERIVED = ("gpus", "gpu_model", "computehub_queue")
+
+
+def label_value(text: str) -> str:
+    """A Kubernetes label value naming ``text`` (≤ 63 characters of [A-Za-z0-9._-], alphanumeric ends)."""
+    v = re.sub(r"[^A-Za-z0-9._-]+", "-", str(text))[:63]
+    return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", v)
+
+
+class QueuedKubeSpawner(QueueingMixin, KubeSpawner):
+    """A KubeSpawner whose start waits for ComputeHub to admit a ``notebook`` workload."""
+
+    gpu_resource = Unicode("nvidia.com/gpu", config=True,
+                           help="Extended resource name of a GPU in pod limits (the device plugin's).")
+    gpu_model_labels = List(Unicode(), ["nvidia.com/gpu.product"], config=True,
+                            help="""Node labels whose value in a profile's node_selector names the GPU model
+        (e.g. nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB → flavor 'a100').""")
+    gpu_model_map = Dict(Unicode(), config=True,
+                         help="""Explicit GPU-model label value → ComputeHub flavor, e.g.
+        {"NVIDIA-A100-SXM4-80GB": "a100"}. Unlisted values are shortened automatically ('a100', 'h100').""")
+    scheduler_node_selector_keys = List(Unicode(), config=True,
+                                        help="""Node selector keys of a profile that ComputeHub's placement
+        must respect too (sent as the workload's node_selector; the service must know these node labels).""")
+    placement_mode = Enum(["nodeName", "affinity"], "nodeName", config=True,
+                          help="""How the admitted placement reaches the pod. 'nodeName' binds the pod to the
+        node ComputeHub chose, bypassing the kube-scheduler (it would otherwise re-decide, and its own
+        priority preemption would fight ComputeHub's); the kubelet still checks resources, node selectors
+        and NoExecute taints. 'affinity' adds a required node affinity on kubernetes.io/hostname and lets
+        the kube-scheduler bind it (taints with NoSchedule then need tolerations).""")
+    priority_class_names = Dict(Unicode(), config=True,
+                                help="""ComputeHub priority class → Kubernetes PriorityClass name of the pod.
+        Classes not listed use priority_class_template.""")
+    priority_class_template = Unicode("computehub-{priority}", config=True,
+                                      help="""PriorityClass name for classes not in priority_class_names
+        ('{priority}' is the class); '' leaves priorityClassName to KubeSpawner's priority_class_name.""")
+    pod_computehub_url = Unicode("", config=True,
+                                 help="""COMPUTEHUB_URL as seen from inside a pod (e.g.
+        http://hub:8081/services/computehub); '' = computehub_url.""")
+    pod_policy_waive = List(Enum(sorted(WAIVABLE)), config=True,
+                            help=f"""Pod guard checks an admin switches off, from: {', '.join(sorted(WAIVABLE))}.
+        Empty (default): no pod may run privileged, escalate, mount host paths or share host namespaces.""")
+
+    _baseline: dict | None = None          # the admin's values of every trait a profile may override
+    _resolved_profiles: list | None = None
+
+    @default("apply_user_options")
+    def _default_apply_user_options(self):
+        # JupyterHub runs this before start(); an HTTPError passes through as a 400 whose message
+        # the spawn form and the REST API show. (Also checked again in load_user_options.)
+        return _check_options_hook
+
+    # ---- the user's options ---------------------------------------------------------
+    async def _profiles(self) -> list[dict]:
+        profile_list = self._sorted_dict_values(self.profile_list)
+        if callable(profile_list):
+            profile_list = await maybe_future(profile_list(self))
+        self._resolved_profiles = self._get_initialized_profile_list(profile_list)
+        return self._resolved_profiles
+
+    async def _queues_open_to_user(self) -> list[str]:
+        groups = {g.name for g in getattr(self.user, "groups", [])}
+        try:
+            queues = (await self.client().request("GET", "queues")).get("queues", [])
+        except (ServiceError, RuntimeError) as e:
+            self.log.warning("ComputeHub: could not list queues: %s", e)
+            return []
+        return sorted(q["name"] for q in queues if q.get("leaf") and set(q.get("groups") or ()) & groups)
+
+    async def check_user_options(self, options: dict) -> None:
+        """Raise OptionsError unless every option is one the admin offers to this user."""
+        queues = []
+        if (options or {}).get("queue") not in (None, ""):
+            queues = await self._queues_open_to_user()
+        validate_user_options(options, await self._profiles(), open_queues=queues)
+
+    async def load_user_options(self):
+        """Apply the chosen profile onto the configured values — never onto the previous spawn's:
+        every trait a profile may override is put back first (KubeSpawner merges dict overrides
+        into the current value, so a GPU profile's limit would otherwise stay for a CPU profile)."""
+        profiles = await self._profiles()
+        keys = set(DERIVED)
+        for p in profiles:
+            keys |= set(p.get("kubespawner_override") or {})
+            for opt in (p.get("profile_options") or {}).values():
+                for choice in (opt.get("choices") or {}).values():
+                    keys |= set(choice.get("kubespawner_override") or {})
+                keys |= set((opt.get("unlisted_choice") or {}).get("kubespawner_override") or {})
+        if self._baseline is None:
+            self._baseline = {}
+        for k in sorted(keys):
+            if not self.has_trait(k):
+                continue
+            if k not in self._baseline:
+                self._baseline[k] = copy.deepcopy(getattr(self, k))
+            setattr(self, k, copy.deepcopy(self._baseline[k]))
+        try:
+            await self.check_user_options(self.user_options or {})
+        except OptionsError as e:
+            raise _http400(e) from None
+        await super().load_user_options()
+        self._derive_request()
+
+    def _derive_request(self) -> None:
+        """GPUs, GPU model and queue of this spawn from the applied profile and options."""
+        limit = (self.extra_resource_limits or {}).get(self.gpu_resource)
+        if limit not in (None, ""):
+            self.gpus = int(str(limit))
+        for key in self.gpu_model_labels:
+            value = (self.node_selector or {}).get(key)
+            if value and self.gpus:
+                self.gpu_model = self.gpu_model_map.get(value) or model_key(value)
+        queue = (self.user_options or {}).get("queue")
+        if queue:
+            self.computehub_queue = queue
+
+    async def _submit_or_resume(self, client: ServiceClient) -> dict:
+        await self.load_user_options()     # the workload asks for what the chosen profile gives
+        return await super()._submit_or_resume(client)
+
+    def workload_spec(self) -> dict:
+        spec = super().workload_spec()
+        selector = {k: v for k, v in (self.node_selector or {}).items()
+                    if k in self.scheduler_node_selector_keys and v is not None}
+        if selector:
+            spec["node_selector"] = selector
+        spec["metadata"]["profile"] = (self.user_options or {}).get("profile") or ""
+        return spec
+
+    # ---- the pod --------------------------------------------------------------------
+    def get_env(self):
+        env = super().get_env()
+        # On Kubernetes the device plugin exposes the GPUs; host indices would be wrong inside.
+        env.pop("CUDA_VISIBLE_DEVICES", None)
+        if self.pod_computehub_url:
+            env["COMPUTEHUB_URL"] = self.pod_computehub_url
+        return env
+
+    def priority_class_for(self, priority: str) -> str:
+        if priority in self.priority_class_names:
+            return self.priority_class_names[priority]
+        return self.priority_class_template.format(priority=priority) if self.priority_class_template else ""
+
+    async def get_pod_manifest(self):
+        """KubeSpawner's pod, then the admitted placement, GPU limit, PriorityClass and labels;
+        refused (PodPolicyError, shown to the user) if it does what no admin configured."""
+        pod = await super().get_pod_manifest()
+        w = self._admitted_w or {}
+        placement = w.get("placement") or []
+        gpus = sum(len(a.get("gpus") or []) for a in placement)
+        for c in pod.spec.containers[:1]:           # the notebook container
+            for field in ("limits", "requests"):
+                res = dict(getattr(c.resources, field) or {})
+                res.pop(self.gpu_resource, None)
+                if gpus and (field == "limits" or res):
+                    res[self.gpu_resource] = str(gpus)
+                setattr(c.resources, field, res or None)
+        node = placement[0]["node"] if placement else None
+        if node and self.placement_mode == "nodeName":
+            pod.spec.node_name = node
+        elif node:
+            pod.spec.affinity = _require_host(self._serialize(pod.spec.affinity) or {}, node)
+        pclass = self.priority_class_for(w.get("priority") or "")
+        if w.get("priority") and pclass:
+            pod.spec.priority_class_name = pclass
+        labels = dict(pod.metadata.labels or {})
+        labels.update({LABEL_PREFIX + "workload": self.workload_id, LABEL_PREFIX + "user": label_value(self.user.name),
+                       LABEL_PREFIX + "queue": label_value(w.get("queue") or "")})
+        pod.metadata.labels = {k: v for k, v in labels.items() if v != ""}
+        self.check_pod(self._serialize(pod))
+        return pod
+
+    def _serialize(self, obj):
+        return self.api.api_client.sanitize_for_serialization(obj)
+
+    def check_pod(self, pod: dict) -> None:
+        base = {"node_selector": self._baseline_value("node_selector"),
+                "tolerations": self._baseline_value("tolerations"),
+                "service_account": self._baseline_value("service_account")}
+        try:
+            check_pod(pod, admin_allowed(base, self._resolved_profiles or []), waive=self.pod_policy_waive)
+        except OptionsError as e:
+            raise _http400(e) from None
+
+    def _baseline_value(self, name):
+        """The admin's configured value of a trait (before any profile override)."""
+        return (self._baseline or {}).get(name, getattr(self, name))
+
+
+def _require_host(affinity: dict, node: str) -> dict:
+    """Add 'kubernetes.io/hostname In [node]' to every required node selector term (terms are ORed)."""
+    expr = {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
+    na = affinity.setdefault("nodeAffinity", {})
+    req = na.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    terms = req.get("nodeSelectorTerms") or [{}]
+    for t in terms:
+        t["matchExpressions"] = [*(t.get("matchExpressions") or []), expr]
+    req["nodeSelectorTerms"] = terms
+    return affinity
+
+
+def _http400(e: OptionsError) -> web.HTTPError:
+    err = web.HTTPError(400, "%s", str(e))
+    err.jupyterhub_message = str(e)      # what the spawn form and spawn-pending page show
+    return err
+
+
+async def _check_options_hook(spawner: QueuedKubeSpawner, options: dict) -> None:
+    try:
+        await spawner.check_user_options(options)
+    except OptionsError as e:
+        raise _http400(e) from None

@@ -1,0 +1,376 @@
+"""QueuedKubeSpawner end to end (issue 4): a real hub spawning notebook pods through the queue.
+
+Real: JupyterHub + configurable-http-proxy + the ComputeHub service (RealHub),
+the QueuedKubeSpawner inside the hub, kubespawner and kubernetes_asyncio talking
+HTTP through a kubeconfig, and the notebook servers themselves (the pods'
+command, jupyterhub-singleuser, run as local processes with the pods' env).
+Emulated: the Kubernetes API (kmock, tests/spawner/kmock_cluster.py) and the
+kubelet (the test runs each pod's command on a loopback pod IP and reports it
+Running), and the GPU node (a declared node "kube-gpu-1" with one A100).
+Every manifest the spawner creates is validated with kubernetes-validate
+--strict against a pinned, bundled Kubernetes version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+import requests
+from kubernetes_validate.utils import all_versions, validate
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub_ext"))
+from kmock_cluster import KmockCluster, ProcessKubelet  # noqa: E402
+from realhub import RealHub, free_port  # noqa: E402
+
+K8S_VERSION = "1.33.0"      # pinned; an unbundled version would "validate" anything
+NS = "hub"
+A100 = "NVIDIA-A100-SXM4-80GB"
+ALL_STATES = ("awaiting_approval", "pending", "admitted", "running", "preempting", "finished", "failed",
+              "cancelled", "preempted", "reclaimed", "rejected")
+
+SERVICE = """
+c.ComputeHubService.nodes = [
+    {"name": "kube-gpu-1", "gpus": 1, "gpu_model": "a100", "cpu": 16, "memory": "64Gi"},
+]
+c.ComputeHubService.initial_queues = [
+    {"name": "org"},
+    {"name": "vision", "parent": "org", "guaranteed": {"gpu": 1, "cpu": 8, "memory": "32Gi"}, "groups": ["vision"]},
+    {"name": "nlp", "parent": "org", "guaranteed": {"cpu": 4, "memory": "8Gi"}, "groups": ["nlp"]},
+]
+"""
+
+PROFILES = [
+    {"display_name": "CPU only", "slug": "cpu", "default": True,
+     "kubespawner_override": {"cpu_limit": 1, "mem_limit": "1G"}},
+    {"display_name": "1 × A100", "slug": "a100",
+     "kubespawner_override": {
+         "cpu_limit": 2, "mem_limit": "2G",
+         "extra_resource_limits": {"nvidia.com/gpu": "1"},
+         "node_selector": {"nvidia.com/gpu.product": A100},
+         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
+     "profile_options": {"image": {"display_name": "Image", "choices": {
+         "torch": {"display_name": "PyTorch", "kubespawner_override": {"image": "quay.io/jupyter/pytorch-notebook:2025-01-06"}},
+         "tf": {"display_name": "TensorFlow", "kubespawner_override": {"image": "quay.io/jupyter/tensorflow-notebook:2025-01-06"}},
+     }}}},
+    # An admin's mistake: the pod guard refuses it unless pod_policy_waive says otherwise.
+    {"display_name": "Debug", "slug": "debug", "kubespawner_override": {"cpu_limit": 1, "mem_limit": "1G",
+                                                                         "privileged": True}},
+]
+
+
+def spawner_config(hub: RealHub, port: int) -> str:
+    return f"""
+c.JupyterHub.spawner_class = "spawner.kube.QueuedKubeSpawner"
+c.JupyterHub.tornado_settings = {{"slow_spawn_timeout": 5}}
+c.QueueingMixin.computehub_token = "{hub.launcher_token}"
+c.QueueingMixin.queue_poll_interval = 0.5
+c.KubeSpawner.namespace = "{NS}"
+c.KubeSpawner.port = {port}
+c.KubeSpawner.image = "quay.io/jupyter/base-notebook:2025-01-06"
+c.KubeSpawner.cmd = ["jupyterhub-singleuser"]
+c.Spawner.args = {["--allow-root"] if os.getuid() == 0 else []!r}
+c.KubeSpawner.start_timeout = 90
+c.Spawner.http_timeout = 90
+c.KubeSpawner.storage_pvc_ensure = True
+c.KubeSpawner.storage_capacity = "1Gi"
+c.KubeSpawner.volumes = [{{"name": "home", "persistentVolumeClaim": {{"claimName": "{{pvc_name}}"}}}}]
+c.KubeSpawner.volume_mounts = [{{"name": "home", "mountPath": "/home/jovyan"}}]
+c.KubeSpawner.profile_list = {PROFILES!r}
+"""
+
+
+def pod_env(pod: dict, env: dict, ip: str) -> dict:
+    """The kubelet gives the pod its IP: the server listens there, on the pod's port."""
+    url = urlparse(env["JUPYTERHUB_SERVICE_URL"])
+    env["JUPYTERHUB_SERVICE_URL"] = url._replace(netloc=f"{ip}:{url.port}").geturl()
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env["PATH"]
+    return env
+
+
+@pytest.fixture(scope="module")
+def khub(tmp_path_factory):
+    d = tmp_path_factory.mktemp("khub")
+    cluster = KmockCluster(d).start()
+    cluster.kubelet = ProcessKubelet(cluster, d, env_overrides=pod_env)
+    old = os.environ.get("KUBECONFIG")
+    os.environ["KUBECONFIG"] = str(cluster.write_kubeconfig(d / "kubeconfig", NS))
+    hub = RealHub(d, extra_service_config=SERVICE)
+    hub.spawner_config = spawner_config(hub, free_port())
+    hub.cluster = cluster
+    try:
+        hub.start()
+        yield hub
+    finally:
+        hub.stop()            # the hub deletes its pods first; then the API goes
+        cluster.stop()
+        if old is None:
+            os.environ.pop("KUBECONFIG", None)
+        else:
+            os.environ["KUBECONFIG"] = old
+
+
+def hub_api(hub, method, path, user, **kw):
+    return requests.request(method, f"{hub.url}/hub/api{path}", timeout=kw.pop("timeout", 30),
+                            headers={"Authorization": f"token {hub.tokens[user]}"}, **kw)
+
+
+def wait_for(what, fn, timeout=90.0, every=0.2):
+    import time
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = fn()
+        if v:
+            return v
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def server(hub, user) -> dict | None:
+    r = hub_api(hub, "GET", f"/users/{user}", user)
+    r.raise_for_status()
+    return r.json()["servers"].get("")
+
+
+def wait_ready(hub, user, timeout=120.0):
+    def ready():
+        m = server(hub, user)
+        if not m or not (m.get("ready") or m.get("pending")):
+            raise AssertionError(f"{user}'s spawn failed: {m}\n{hub.tail(6000)}")
+        return m.get("ready")
+    wait_for(f"{user}'s server", ready, timeout)
+
+
+def spawn(hub, user, options) -> requests.Response:
+    r = hub_api(hub, "POST", f"/users/{user}/server", user, json=options)
+    assert r.status_code in (201, 202), r.text
+    return r
+
+
+def newest_workload(hub, user) -> dict | None:
+    states = "&".join(f"state={s}" for s in ALL_STATES)
+    r = hub.call("GET", f"/workloads?user={user}&kind=notebook&{states}", hub.launcher_token)
+    r.raise_for_status()
+    ws = r.json()["workloads"]
+    return max(ws, key=lambda w: w["submitted_at"]) if ws else None
+
+
+def workload(hub, wid) -> dict:
+    return hub.call("GET", f"/workloads/{wid}", hub.launcher_token).json()
+
+
+def user_pods(hub, user) -> list[dict]:
+    return [p for p in hub.cluster.objects("pods", NS)
+            if p["metadata"].get("annotations", {}).get("hub.jupyter.org/username") == user]
+
+
+def notebook(pod: dict) -> dict:
+    return next(c for c in pod["spec"]["containers"] if c["name"] == "notebook")
+
+
+def env_of(pod: dict) -> dict:
+    return {e["name"]: e.get("value") for e in notebook(pod).get("env") or []}
+
+
+def assert_manifests_valid(hub):
+    assert K8S_VERSION in all_versions(), f"kubernetes-validate bundles no schema for {K8S_VERSION}"
+    created = hub.cluster.created()
+    assert created, "no manifest was created"
+    for manifest in created:
+        validate(manifest, K8S_VERSION, strict=True)    # raises ValidationError with the path
+
+
+def refusal(hub, user, options) -> str:
+    """The message a refused spawn gives: the POST's 400, or, when the refusal comes after
+    slow_spawn_timeout (a loaded machine), the failure at the end of the progress stream."""
+    r = hub_api(hub, "POST", f"/users/{user}/server", user, json=options)
+    if r.status_code == 400:
+        message = r.json()["message"]
+    else:
+        assert r.status_code == 202, r.text
+        message = ""
+        with hub_api(hub, "GET", f"/users/{user}/server/progress", user, stream=True, timeout=120) as s:
+            for line in s.iter_lines(decode_unicode=True):
+                if line and line.startswith("data:"):
+                    ev = json.loads(line[5:])
+                    if ev.get("failed"):
+                        message = ev["message"]
+                        break
+    wait_for(f"{user}'s failed spawn to settle", lambda: not (server(hub, user) or {}).get("pending"), 60)
+    return message
+
+
+def stop(hub, user):
+    r = hub_api(hub, "DELETE", f"/users/{user}/server", user)
+    assert r.status_code in (202, 204), r.text
+    wait_for(f"{user}'s server to stop", lambda: not server(hub, user), 90)
+
+
+def test_gpu_pod_placement_queue_cancel_and_no_leak(khub):
+    hub = khub
+    # alice takes the only GPU: her pod is bound to the node ComputeHub chose.
+    spawn(hub, "alice", {"profile": "a100", "image": "torch"})
+    wait_ready(hub, "alice")
+    wa = newest_workload(hub, "alice")
+    assert wa["state"] == "running" and wa["placement"][0]["node"] == "kube-gpu-1", wa
+    assert wa["resources"]["gpu"] == 1 and wa["gpu_model"] == "a100", wa
+    [pod] = user_pods(hub, "alice")
+    assert pod["spec"]["nodeName"] == "kube-gpu-1"
+    assert notebook(pod)["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert notebook(pod)["image"].startswith("quay.io/jupyter/pytorch-notebook")
+    assert pod["spec"]["priorityClassName"] == "computehub-interactive"
+    labels = pod["metadata"]["labels"]
+    assert labels["computehub/workload"] == wa["id"]
+    assert labels["computehub/user"] == "alice" and labels["computehub/queue"] == "vision"
+    env = env_of(pod)
+    assert env["COMPUTEHUB_WORKLOAD_ID"] == wa["id"] and env["COMPUTEHUB_URL"].endswith("/services/computehub")
+    assert "CUDA_VISIBLE_DEVICES" not in env        # the device plugin exposes the GPU inside the pod
+    assert pod["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": A100}
+
+    # bob asks for a GPU while it is busy: queued, and no pod of his exists.
+    spawn(hub, "bob", {"profile": "a100"})
+    wb = wait_for("bob's workload", lambda: newest_workload(hub, "bob"), 30)
+    wait_for("bob to be queued", lambda: workload(hub, wb["id"])["state"] == "pending", 30)
+    assert (server(hub, "bob") or {}).get("pending") == "spawn"
+    assert user_pods(hub, "bob") == []
+
+    # lin queues too, then cancels: the workload is withdrawn, no pod ever existed.
+    spawn(hub, "lin", {"profile": "a100"})
+    wl = wait_for("lin's workload", lambda: newest_workload(hub, "lin"), 30)
+    wait_for("lin to be queued", lambda: workload(hub, wl["id"])["state"] == "pending", 30)
+    r = hub_api(hub, "DELETE", "/users/lin/server", "lin")
+    assert r.status_code in (202, 204), r.text
+    wait_for("lin's workload withdrawn", lambda: workload(hub, wl["id"])["state"] == "cancelled", 60)
+    assert user_pods(hub, "lin") == []
+    assert user_pods(hub, "bob") == []           # still waiting for alice's GPU
+
+    # alice stops: her pod goes, the GPU is released, and bob's pod is created and starts.
+    stop(hub, "alice")
+    assert user_pods(hub, "alice") == []
+    wait_for("alice's workload to finish", lambda: workload(hub, wa["id"])["state"] == "finished", 30)
+    wait_ready(hub, "bob")
+    [bpod] = user_pods(hub, "bob")
+    assert bpod["spec"]["nodeName"] == "kube-gpu-1"
+    assert notebook(bpod)["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert notebook(bpod)["image"].startswith("quay.io/jupyter/pytorch-notebook")   # the default choice
+
+    # alice switches to the CPU profile: nothing of the GPU profile stays on her (same spawner object).
+    spawn(hub, "alice", {"profile": "cpu"})
+    wait_ready(hub, "alice")
+    wa2 = newest_workload(hub, "alice")
+    assert wa2["id"] != wa["id"] and wa2["resources"].get("gpu", 0) == 0 and not wa2.get("gpu_model"), wa2
+    [pod2] = user_pods(hub, "alice")
+    for field in ("limits", "requests"):
+        assert "nvidia.com/gpu" not in (notebook(pod2)["resources"].get(field) or {}), pod2
+    assert float(notebook(pod2)["resources"]["limits"]["cpu"]) == 1
+    assert not pod2["spec"].get("nodeSelector") and not pod2["spec"].get("tolerations"), pod2["spec"]
+    assert notebook(pod2)["image"] == "quay.io/jupyter/base-notebook:2025-01-06"
+
+    stop(hub, "alice")
+    stop(hub, "bob")
+    pvcs = hub.cluster.created("persistentvolumeclaims")
+    assert {p["metadata"]["name"] for p in pvcs} >= {"claim-alice", "claim-bob"}
+    assert_manifests_valid(hub)
+    hub.cluster.check()
+
+
+BAD_OPTIONS = [
+    ({"profile": "gpu-for-free"}, "no profile 'gpu-for-free'; offered: a100, cpu, debug"),
+    ({"profile": "a100", "image": "evil/miner:latest"}, "image must be one of tf, torch; got 'evil/miner:latest'"),
+    ({"profile": "a100", "image--unlisted-choice": "evil/miner"}, "image: free-form values are not offered"),
+    ({"profile": "cpu", "node_selector": {"kubernetes.io/hostname": "kube-gpu-1"}}, "unknown server option(s) node_selector"),
+    ({"profile": "cpu", "privileged": True}, "unknown server option(s) privileged"),
+    ({"queue": "vision"}, "queue 'vision' is not open to you; yours: nlp"),
+]
+
+
+@pytest.mark.parametrize("options,message", BAD_OPTIONS)
+def test_bad_options_refused_with_a_clear_message(khub, options, message):
+    assert message in refusal(khub, "carol", options)
+    assert user_pods(khub, "carol") == []
+
+
+def test_spawn_form_shows_the_refusal(khub):
+    """The hub's own spawn form, posted as a browser would, answers 400 and shows the reason."""
+    s = requests.Session()
+    page = s.get(f"{khub.url}/hub/login", timeout=30).text
+    xsrf = re.search(r'name="_xsrf" value="([^"]+)"', page).group(1)
+    r = s.post(f"{khub.url}/hub/login", data={"username": "carol", "password": "pw", "_xsrf": xsrf}, timeout=30)
+    assert r.status_code == 200, r.status_code
+    form = s.get(f"{khub.url}/hub/spawn", timeout=30)
+    assert 'value="a100"' in form.text          # KubeSpawner's profile form is what is offered
+    xsrf = s.cookies.get("_xsrf") or xsrf
+    r = s.post(f"{khub.url}/hub/spawn", data={"profile": "a100", "profile-option-a100--image": "evil", "_xsrf": xsrf},
+               timeout=30)
+    assert r.status_code == 400, r.status_code
+    assert "image must be one of tf, torch; got &#39;evil&#39;" in r.text or "got 'evil'" in r.text, r.text[-3000:]
+    assert user_pods(khub, "carol") == []
+    wait_for("carol's failed spawn to settle", lambda: not (server(khub, "carol") or {}).get("pending"), 60)
+
+
+def test_pod_guard_refuses_a_privileged_profile(khub):
+    """An admin's profile that would run privileged: admitted, but no pod is created, and the
+    workload is withdrawn; the spawn fails with the guard's message."""
+    before = len(khub.cluster.created("pods"))
+    message = refusal(khub, "carol", {"profile": "debug"})
+    assert "refused: container 'notebook' would run privileged; no admin allowed it" in message
+    w = newest_workload(khub, "carol")
+    assert w["metadata"].get("profile") == "debug", w
+    wait_for("the workload withdrawn", lambda: workload(khub, w["id"])["state"] == "cancelled", 30)
+    assert len(khub.cluster.created("pods")) == before
+
+
+def test_profile_switch_on_one_spawner_object_leaks_nothing(tmp_path, monkeypatch):
+    """KubeSpawner merges a profile's dict overrides into the spawner object. JupyterHub 6 makes a
+    new spawner object after a clean stop, but a hub that reuses one (older hubs, restarts on the
+    same object) would carry the A100 profile's GPU limit, selector and tolerations into a CPU
+    spawn. The same object here: A100, then CPU. Emulated: the Kubernetes API (kmock; only the
+    client's configuration and serialisation are used) and the admitted workloads."""
+    from traitlets.config import Config
+
+    from spawner.kube import QueuedKubeSpawner
+
+    with KmockCluster(tmp_path) as cluster:
+        import kubernetes_asyncio.config.kube_config as kc     # reads $KUBECONFIG at import time
+        monkeypatch.setattr(kc, "KUBE_CONFIG_DEFAULT_LOCATION",
+                            str(cluster.write_kubeconfig(tmp_path / "kubeconfig", NS)))
+        c = Config()
+        c.KubeSpawner.profile_list = PROFILES
+        c.KubeSpawner.namespace = NS
+
+        async def spawn_twice():
+            sp = QueuedKubeSpawner(_mock=True, config=c)
+            sp.workload_id = "w0000001"
+            sp.user_options = {"profile": "a100", "image": "tf"}
+            await sp.load_user_options()
+            assert sp.workload_spec()["resources"]["gpu"] == 1 and sp.workload_spec()["gpu_model"] == "a100"
+            sp._admitted_w = {"placement": [{"node": "kube-gpu-1", "gpus": [0]}], "priority": "interactive",
+                              "queue": "vision"}
+            gpu_pod = sp._serialize(await sp.get_pod_manifest())
+            sp.user_options = {"profile": "cpu"}
+            await sp.load_user_options()
+            spec = sp.workload_spec()
+            sp._admitted_w = {"placement": [{"node": "kube-gpu-1", "gpus": []}], "priority": "interactive",
+                              "queue": "vision"}
+            cpu_pod = sp._serialize(await sp.get_pod_manifest())
+            return sp, gpu_pod, spec, cpu_pod
+
+        sp, gpu_pod, spec, cpu_pod = asyncio.run(spawn_twice())
+    assert notebook(gpu_pod)["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert gpu_pod["spec"]["tolerations"] and gpu_pod["spec"]["nodeSelector"]
+    assert spec["resources"].get("gpu", 0) == 0 and "gpu_model" not in spec, spec
+    assert sp.extra_resource_limits == {} and sp.node_selector == {} and sp.tolerations == [], \
+        (sp.extra_resource_limits, sp.node_selector, sp.tolerations)
+    assert "nvidia.com/gpu" not in notebook(cpu_pod)["resources"].get("limits", {})
+    assert not cpu_pod["spec"].get("nodeSelector") and not cpu_pod["spec"].get("tolerations"), cpu_pod["spec"]
+    assert notebook(cpu_pod)["image"] == "quay.io/jupyter/base-notebook:2025-01-06" or \
+        notebook(cpu_pod)["image"] == sp.image
+    for pod in (gpu_pod, cpu_pod):
+        validate(pod, K8S_VERSION, strict=True)
