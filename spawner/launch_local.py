@@ -39,13 +39,17 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-def start_time(pid: int) -> int | None:
-    """The kernel's start time of a process (clock ticks since boot): tells a pid apart from a reused one."""
+def start_time(pid: int, running: bool = False) -> int | None:
+    """The kernel's start time of a process (clock ticks since boot): tells a pid apart from a
+    reused one. None if there is no such process (or, with ``running``, it is a zombie)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
         return None
+    if running and fields[0] == "Z":
+        return None
+    return int(fields[19])
 
 
 def group_alive(pgid: int) -> bool:
@@ -86,7 +90,7 @@ class Worker:
             if rc is None:
                 return None
             return 128 - rc if rc < 0 else rc
-        now = start_time(self.pid)
+        now = start_time(self.pid, running=True)
         if (now == self.started and now is not None) or (now is None and group_alive(self.pid)):
             return None                   # still running (or its group is, after its shell died)
         try:
@@ -160,14 +164,15 @@ class LocalLauncher(LauncherBackend):
             return pw.pw_dir
         return self.home_template.format(username=user) if self.home_template else ""
 
-    def check_workdir(self, user: str, workdir: str, home: str) -> str:
+    def check_workdir(self, user: str, workdir: str, home: str, pw=None) -> str:
         """The real working directory, if it lies in the user's home or an allowed root."""
         roots = [r.format(username=user) for r in self.allowed_roots] + ([home] if home else [])
         if not workdir:
             if not home:
                 raise LaunchError("no working directory given and the user has no home here")
             workdir = home
-            os.makedirs(workdir, exist_ok=True)
+            if pw is None:                       # a demo home (home_template) is made on first use
+                os.makedirs(workdir, exist_ok=True)
         real = os.path.realpath(workdir)
         for root in roots:
             r = os.path.realpath(root)
@@ -181,10 +186,14 @@ class LocalLauncher(LauncherBackend):
         return real
 
     def _mkdir(self, path: str, pw) -> str:
-        os.makedirs(path, exist_ok=True)
-        if pw is not None:
-            # the folders we create on the user's behalf belong to the user
-            for p in _created_below(path, pw.pw_dir):
+        """Make ``path``; the folders made on the user's behalf belong to the user."""
+        missing, p = [], os.path.abspath(path)
+        while not os.path.exists(p):
+            missing.append(p)
+            p = os.path.dirname(p)
+        for p in reversed(missing):
+            os.mkdir(p, 0o755)
+            if pw is not None:
                 os.chown(p, pw.pw_uid, pw.pw_gid)
         return path
 
@@ -195,8 +204,9 @@ class LocalLauncher(LauncherBackend):
         job = job_of(workload)
         pw = self.identity(user)
         home = self.home_of(user, pw)
-        workdir = self.check_workdir(user, job.workdir, home)
-        subst = {"home": home or workdir, "id": wid, "username": user}
+        workdir = self.check_workdir(user, job.workdir, home, pw)
+        base = home if home and os.path.isdir(home) else workdir     # e.g. nobody's /nonexistent
+        subst = {"home": base, "id": wid, "username": user}
         run_dir = self._mkdir(self.run_dir_template.format(**subst), pw)
         ckpt = self._mkdir(self.checkpoint_dir_template.format(**subst), pw)
         cmd = list(job.command)
@@ -212,10 +222,10 @@ class LocalLauncher(LauncherBackend):
         n = int(workload.get("workers") or 1)
         inference = workload.get("kind") == "inference"
         master_port = free_port(self.host)
-        base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": os.environ.get("LANG", "C.UTF-8"),
+        env0 = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": os.environ.get("LANG", "C.UTF-8"),
                 "PYTHONUNBUFFERED": "1"}
-        base.update(job.env)
-        base.update({"HOME": home or workdir, "USER": pw.pw_name if pw else user,
+        env0.update(job.env)
+        env0.update({"HOME": base, "USER": pw.pw_name if pw else user,
                      "LOGNAME": pw.pw_name if pw else user, "COMPUTEHUB_WORKLOAD_ID": wid,
                      CHECKPOINT_ENV: ckpt, "WORLD_SIZE": str(n), "LOCAL_WORLD_SIZE": str(n),
                      "MASTER_ADDR": self.host, "MASTER_PORT": str(master_port)})
@@ -230,7 +240,7 @@ class LocalLauncher(LauncherBackend):
                 exit_file = os.path.join(run_dir, f"exit.{rank}")
                 if os.path.exists(exit_file):
                     os.unlink(exit_file)              # from a run before a preemption
-                env = dict(base, RANK=str(rank), LOCAL_RANK=str(rank), COMPUTEHUB_EXIT_FILE=exit_file,
+                env = dict(env0, RANK=str(rank), LOCAL_RANK=str(rank), COMPUTEHUB_EXIT_FILE=exit_file,
                            CUDA_VISIBLE_DEVICES=",".join(map(str, gpus_of(workload, rank))))
                 if port:
                     env["PORT"] = str(port)
@@ -350,15 +360,6 @@ class LocalLauncher(LauncherBackend):
             os.unlink(self._record(wid))
         except OSError:
             pass
-
-
-def _created_below(path: str, top: str) -> list[str]:
-    """``path`` and its parents up to (not including) ``top``, when ``path`` lies under ``top``."""
-    out, p, top = [], os.path.realpath(path), os.path.realpath(top)
-    while p.startswith(top.rstrip("/") + "/"):
-        out.append(p)
-        p = os.path.dirname(p)
-    return out
 
 
 def _signame(code: int) -> str:

@@ -65,6 +65,8 @@ class LauncherApp(Application):
         (default: $COMPUTEHUB_TOKEN, else $JUPYTERHUB_API_TOKEN, which the hub gives a managed service).""")
     kinds = List(Unicode(), ["training", "inference", "batch"], config=True,
                  help="Workload kinds this launcher starts (notebooks are the spawners').")
+    nodes = List(Unicode(), config=True, help="""Only start work placed on these nodes (e.g. this machine's,
+        when a Kubernetes launcher serves the others); empty = every node.""")
     backend_class = Type(LocalLauncher, klass=LauncherBackend, config=True,
                          help="The backend that runs workloads (a LauncherBackend subclass).")
     poll_interval = Float(1.0, config=True, help="""Seconds between looks at the service's admitted work and
@@ -109,7 +111,14 @@ class LauncherApp(Application):
 
     async def holding(self) -> dict[str, dict]:
         r = await self.client.request("GET", "workloads?state=admitted&state=running&state=preempting&limit=10000")
-        return {w["id"]: w for w in r["workloads"] if w["kind"] in self.kinds}
+        return {w["id"]: w for w in r["workloads"] if self.mine(w)}
+
+    def mine(self, w: dict) -> bool:
+        """Work this launcher runs: its kinds, its nodes, and a job description (metadata.job).
+        Work without one is left to whoever submitted it (it reports its own status)."""
+        if w["kind"] not in self.kinds or not isinstance((w.get("metadata") or {}).get("job"), dict):
+            return False
+        return not self.nodes or all(a["node"] in self.nodes for a in w.get("placement") or [])
 
     async def report(self, wid: str, state: str, **extra) -> dict | None:
         try:

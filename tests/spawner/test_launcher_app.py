@@ -215,3 +215,23 @@ def test_server_tokens_may_call_the_service():
     c2.Spawner.server_token_scopes = ["inherit"]
     configure_jupyterhub(c2)
     assert "inherit" in c2.Spawner.server_token_scopes
+
+
+def test_cli_run_jobs_and_logs_follow(lhub):
+    """`computehub run -- COMMAND` in a folder, then `computehub logs ID --follow` until it ends."""
+    hub, work = lhub
+    env = dict(os.environ, COMPUTEHUB_URL=hub.service_url, COMPUTEHUB_TOKEN=hub.tokens["carol"])
+    cli = [sys.executable, "-m", "hub_ext", ]
+    out = subprocess.run(cli + ["run", "--queue", "nlp", "--gpus", "1", "--", sys.executable, "-c",
+                                "import os, time; time.sleep(1); print('cli job in', os.getcwd())"],
+                         cwd=work, env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    wid = out.stdout.split()[0]
+    out = subprocess.run(cli + ["logs", wid, "--follow"], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert f"cli job in {work}" in out.stdout and f"[{wid} finished]" in out.stderr, (out.stdout, out.stderr)
+    out = subprocess.run(cli + ["jobs", "--all"], env=env, capture_output=True, text=True, timeout=60)
+    assert any(line.split()[:1] == [wid] and "finished" in line for line in out.stdout.splitlines()), out.stdout
+    out = subprocess.run(cli + ["run", "--time", "banana", "--", "true"], env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 2 and out.stderr.strip().count("\n") == 0 and "--time" in out.stderr, out.stderr

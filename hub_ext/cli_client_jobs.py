@@ -1,0 +1,164 @@
+"""``computehub run | infer | jobs | logs``: jobs the launcher runs, from a terminal.
+
+What ``%submit`` / ``%serve`` do in a notebook: the command runs in this working
+directory, with this identity, once the scheduler admits it (docs/launchers.md).
+Everything after ``--`` is the command, passed as it is.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from urllib.parse import quote
+
+from traitlets import Bool, Int, Unicode
+
+from .cli import UsageError
+from .cli_client import ClientCommand, SubmitApp, gpus_of, table
+from .client import ComputeHubError
+
+TERMINAL = ("finished", "failed", "cancelled", "preempted", "reclaimed", "rejected")
+ENV_PASSED = ("PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX", "LD_LIBRARY_PATH")
+
+
+def job_metadata(command, **extra) -> dict:
+    """``metadata.job`` for the launcher: the command, this folder and this PATH."""
+    env = {k: os.environ[k] for k in ENV_PASSED if os.environ.get(k)}
+    return {"job": {"command": command, "workdir": os.getcwd(), "env": env, **extra}}
+
+
+class RunApp(SubmitApp):
+    name = "computehub run"
+    description = ("Run a command as a training (or --kind batch) job through the queue: "
+                   "computehub run [options] -- COMMAND [ARGS...]. It runs in this folder as you, with "
+                   "CUDA_VISIBLE_DEVICES for its GPUs, RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT for --workers "
+                   "and $COMPUTEHUB_CHECKPOINT_DIR for checkpoints a preempted job resumes from.")
+    examples = """
+computehub run --gpus 2 --time 2h -- python train.py --lr 0.1
+computehub run --workers 2 --gpus 1 -- python ddp.py
+"""
+
+    def run(self):
+        if not self.extra_args:
+            raise UsageError("computehub run needs a command after '--', e.g. computehub run -- python train.py")
+        if self.kind in ("notebook", "inference"):
+            raise UsageError(f"--kind {self.kind} is not a job; use training or batch (or 'computehub infer')")
+        spec = self.spec()
+        spec["metadata"] = job_metadata(list(self.extra_args))
+        w = self.client().submit(**spec)
+        if self.json:
+            return self.emit(w)
+        print(f"{w['id']}  {w['state']}  queue {w['queue']}, {gpus_of(w)} GPU(s)")
+        print(f"follow it: computehub logs {w['id']} --follow   cancel it: computehub cancel {w['id']}")
+
+    def args(self):
+        return []
+
+
+class InferApp(SubmitApp):
+    name = "computehub infer"
+    description = ("Start an inference service through the queue: computehub infer [options] -- COMMAND. "
+                   "COMMAND is a shell line serving HTTP on $PORT (or --port). Its URL, "
+                   "<hub>/services/computehub/serve/<id>/, needs your hub login or token.")
+    examples = """
+computehub infer --gpus 1 --wait -- python -m http.server '$PORT'
+computehub infer --gpus 1 --port 8080 --replicas 2 -- ./serve.sh
+"""
+    port = Int(0, help="The port COMMAND listens on (0: the launcher picks one and sets $PORT).").tag(config=True)
+    replicas = Int(1, help="Copies of the service (count), each with --gpus GPUs.").tag(config=True)
+    wait = Bool(False, help="Wait until it answers and print its URL.").tag(config=True)
+    aliases = {**SubmitApp.aliases, "port": "InferApp.port", "replicas": "InferApp.replicas"}
+    flags = {**SubmitApp.flags, "wait": ({"InferApp": {"wait": True}}, "Wait until it answers.")}
+
+    def run(self):
+        if not self.extra_args:
+            raise UsageError("computehub infer needs a command after '--', e.g. "
+                             "computehub infer -- python -m http.server '$PORT'")
+        if self.replicas < 1:
+            raise UsageError(f"--replicas must be 1 or more, not {self.replicas}")
+        if self.port and not 1024 <= self.port <= 65535:
+            raise UsageError(f"--port must be from 1024 to 65535, not {self.port}")
+        self.kind, self.workers = "inference", self.replicas
+        spec = self.spec()
+        spec["metadata"] = job_metadata(" ".join(self.extra_args), **({"port": self.port} if self.port else {}))
+        ch = self.client()
+        w = ch.submit(**spec)
+        url = f"{ch.url}/serve/{w['id']}/"
+        if self.json:
+            return self.emit(w)
+        print(f"{w['id']}  {w['state']}  queue {w['queue']}; its URL once ready: {url}")
+        while self.wait:
+            w = ch.get(w["id"])
+            if w["state"] in TERMINAL:
+                raise ComputeHubError(None, "ended", f"{w['id']} ended ({w['state']}): {w.get('reason') or ''}")
+            if ((w.get("metadata") or {}).get("status") or {}).get("ready"):
+                print(f"{w['id']} is ready at {url}")
+                return None
+            time.sleep(1)
+
+    def args(self):
+        return []
+
+
+class JobsApp(ClientCommand):
+    name = "computehub jobs"
+    description = "Your training, batch and inference jobs with state, queue position and reason (--all: ended ones too)."
+    all = Bool(False, help="Include jobs that ended.").tag(config=True)
+    flags = {**ClientCommand.flags, "all": ({"JobsApp": {"all": True}}, "Include jobs that ended.")}
+
+    def run(self):
+        ch = self.client()
+        me = ch.me()["name"]
+        states = (["pending", "awaiting_approval", "admitted", "running", "preempting", *TERMINAL]
+                  if self.all else None)
+        items = [w for w in ch.list(user=me, state=states, limit=10_000)["workloads"] if w["kind"] != "notebook"]
+        if self.json:
+            return self.emit(items)
+        if not items:
+            return print("no jobs" + ("" if self.all else " running or waiting (--all: ended ones too)"))
+        rows = [[w["id"], w.get("name"), w["kind"], gpus_of(w), w["state"],
+                 f"{w['position_in_queue']} in {w['queue']}" if w.get("position_in_queue") else "",
+                 (w.get("reason") or "").split("\n")[0][:100]] for w in items]
+        print(table(rows, ["ID", "NAME", "KIND", "GPUS", "STATE", "POS", "REASON"]))
+
+
+class LogsApp(ClientCommand):
+    name = "computehub logs"
+    description = "computehub logs ID [--follow] [--tail N]: a job's output (what the launcher recorded)."
+    positional, usage_args = 1, "a workload id"
+    follow = Bool(False, help="Keep printing new lines until the job ends.").tag(config=True)
+    tail = Int(200, help="How many last lines to show first (lines).").tag(config=True)
+    aliases = {**ClientCommand.aliases, "tail": "LogsApp.tail"}
+    flags = {"follow": ({"LogsApp": {"follow": True}}, "Keep printing new lines until the job ends."),
+             "f": ({"LogsApp": {"follow": True}}, "Same as --follow.")}
+
+    def run(self, wid):
+        if not 1 <= self.tail <= 100_000:
+            raise UsageError(f"--tail must be from 1 to 100000, not {self.tail}")
+        ch = self.client()
+        path = f"workloads/{quote(wid, safe='')}/logs"
+        lines = self._lines(ch, path, self.tail)
+        print("\n".join(lines)) if lines else print(f"{wid}: no output yet", file=sys.stderr)
+        if not self.follow:
+            return None
+        seen = len(self._lines(ch, path, 100_000))
+        while True:
+            state = ch.get(wid)["state"]
+            everything = self._lines(ch, path, 100_000)
+            for line in everything[seen:]:
+                print(line, flush=True)
+            seen = len(everything)
+            if state in TERMINAL:
+                print(f"[{wid} {state}]", file=sys.stderr)
+                return None
+            time.sleep(1)
+
+    @staticmethod
+    def _lines(ch, path: str, tail: int) -> list[str]:
+        try:
+            return ch.request("GET", path, params={"tail": tail})["lines"]
+        except ComputeHubError as e:
+            if e.status == 404 and "no logs" in e.message:
+                return []
+            raise

@@ -1,0 +1,203 @@
+"""The local launcher backend on its own: real processes, real signals, no hub.
+
+Workloads are given as the REST API returns them (placement with GPU indices). Emulated:
+GPUs (the indices are only passed on in CUDA_VISIBLE_DEVICES). The identity test runs a job
+for a hub user named like the system's ``nobody`` account: as root the launcher switches to
+it; otherwise jobs run as the launcher's own user (demo mode) — the test expects whichever
+applies to the user running it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pwd
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from spawner.launch_base import LaunchError, job_of
+from spawner.launch_local import LocalLauncher, group_alive
+
+
+@pytest.fixture
+def root():
+    """A folder every account can enter (nobody must reach its working directory)."""
+    d = Path(tempfile.mkdtemp(prefix="computehub-launch-"))
+    d.chmod(0o777)
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def launcher(root: Path, **kw) -> LocalLauncher:
+    return LocalLauncher(logs_dir=str(root / "logs"), allowed_roots=[str(root)],
+                         home_template=str(root / "homes" / "{username}"), **kw)
+
+
+def workload(wid, command, root, workers=1, kind="training", user="alice", **job):
+    return {"id": wid, "user": user, "kind": kind, "workers": workers,
+            "placement": [{"node": "local", "gpus": [r]} for r in range(workers)],
+            "metadata": {"job": {"command": command, "workdir": str(root), **job}}}
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+async def until_ended(lch, w, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ended = await lch.poll(w)
+        if ended is not None:
+            return ended
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{w['id']} did not end")
+
+
+def py(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def test_environment_rank_gpus_checkpoint_and_reserved_names(root):
+    lch = launcher(root)
+    (root / "homes" / "alice").mkdir(parents=True)
+    code = ("import os; keys = ('RANK','WORLD_SIZE','LOCAL_RANK','MASTER_ADDR','MASTER_PORT',"
+            "'CUDA_VISIBLE_DEVICES','COMPUTEHUB_CHECKPOINT_DIR','FOO','COMPUTEHUB_WORKLOAD_ID');"
+            "open('env-' + os.environ['RANK'], 'w').write(repr({k: os.environ.get(k) for k in keys}))")
+    w = workload("w1", py(code), root, workers=2, env={"FOO": "bar", "CUDA_VISIBLE_DEVICES": "0,1,2,3",
+                                                       "RANK": "7", "COMPUTEHUB_CHECKPOINT_DIR": "/"})
+
+    async def go():
+        notes = await lch.start(w)
+        assert notes["node"] == "local" and "2 worker(s)" in notes["message"]
+        return await until_ended(lch, w)
+    ended = run(go())
+    assert ended.exit_code == 0, ended
+    envs = [eval((root / f"env-{r}").read_text()) for r in (0, 1)]
+    assert [e["RANK"] for e in envs] == ["0", "1"] and [e["LOCAL_RANK"] for e in envs] == ["0", "1"]
+    assert [e["CUDA_VISIBLE_DEVICES"] for e in envs] == ["0", "1"]         # the placement's, not the user's
+    assert {e["WORLD_SIZE"] for e in envs} == {"2"} and {e["MASTER_ADDR"] for e in envs} == {"127.0.0.1"}
+    assert len({e["MASTER_PORT"] for e in envs}) == 1
+    assert {e["FOO"] for e in envs} == {"bar"} and {e["COMPUTEHUB_WORKLOAD_ID"] for e in envs} == {"w1"}
+    ckpt = envs[0]["COMPUTEHUB_CHECKPOINT_DIR"]
+    assert ckpt == str(root / "homes" / "alice" / ".computehub" / "checkpoints" / "w1") and os.path.isdir(ckpt)
+
+
+def test_a_failing_worker_stops_the_gang_and_reports_its_code_and_last_lines(root):
+    lch = launcher(root)
+    code = ("import os, sys, time\n"
+            "if os.environ['RANK'] == '1':\n"
+            "    while not os.path.exists('rank0.pid'): time.sleep(0.05)\n"
+            "    print('rank 1 gives up', flush=True); sys.exit(2)\n"
+            "open('rank0.pid', 'w').write(str(os.getpid())); time.sleep(60)\n")
+    w = workload("w2", py(code), root, workers=2)
+
+    async def go():
+        await lch.start(w)
+        return await until_ended(lch, w)
+    t0 = time.monotonic()
+    ended = run(go())
+    assert ended.exit_code == 2 and ended.reason == "worker 1 exited with code 2", ended
+    assert "rank 1 gives up" in ended.last_lines
+    assert time.monotonic() - t0 < 50                                      # rank 0 did not sleep its minute
+    pid = int((root / "rank0.pid").read_text())
+    assert not alive(pid) and not group_alive(pid)
+
+
+def test_stop_is_sigterm_then_sigkill_after_the_grace_for_the_whole_group(root):
+    lch = launcher(root)
+    graceful = workload("w3", "trap 'echo saving; exit 0' TERM; sleep 60 & wait", root)
+    stubborn = workload("w4", "trap '' TERM; sleep 60 & echo $! > child.pid; wait", root)
+
+    async def go():
+        await lch.start(graceful)
+        await lch.start(stubborn)
+        await asyncio.sleep(0.5)
+        t = time.monotonic()
+        e1 = await lch.stop(graceful, 10)
+        quick = time.monotonic() - t
+        t = time.monotonic()
+        e2 = await lch.stop(stubborn, 1.0)
+        return e1, quick, e2, time.monotonic() - t
+    e1, quick, e2, slow = run(go())
+    assert "saving" in e1.last_lines and quick < 10        # it ended by itself on SIGTERM, before the grace
+    assert slow >= 1.0                                     # it ignored SIGTERM: killed after the grace
+    child = int((root / "child.pid").read_text())
+    assert not alive(child)
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_new_launcher_adopts_running_work_and_learns_exit_codes(root):
+    first = launcher(root)
+    flag = root / "go"
+    w = workload("w5", py(f"import os, sys, time\nwhile not os.path.exists({str(flag)!r}): time.sleep(0.05)\n"
+                          "sys.exit(4)"), root)
+    run(first.start(w))
+    second = launcher(root)                                # a restarted launcher: not the job's parent
+
+    async def go():
+        assert await second.adopt(w)
+        assert await second.poll(w) is None
+        flag.write_text("")
+        return await until_ended(second, w)
+    ended = run(go())
+    assert ended.exit_code == 4 and "exited with code 4" in ended.reason
+    assert not run(launcher(root).adopt(w))                # ended work leaves no record behind
+    first._runs["w5"].workers[0].proc.wait()
+
+
+def test_the_cell_becomes_a_script(root):
+    lch = launcher(root)
+    w = workload("w6", [sys.executable, "{script}", "x"], root,
+                 script="import sys\nprint('cell says', sys.argv[1])\n")
+    ended = run(_start_and_wait(lch, w))
+    assert ended.exit_code == 0 and "cell says x" in ended.last_lines
+
+
+async def _start_and_wait(lch, w):
+    await lch.start(w)
+    return await until_ended(lch, w)
+
+
+def test_workdir_must_be_inside_home_or_allowed_roots(root):
+    lch = launcher(root)
+    (root / "escape").symlink_to("/etc")
+    for bad, says in ((str(root / "escape"), "outside the folders jobs may run in"),
+                      ("/tmp", "outside the folders jobs may run in"),
+                      (str(root / "nope"), "does not exist"),
+                      ("relative/dir", "must be an absolute path")):
+        with pytest.raises(LaunchError, match=says):
+            run(lch.start(workload("w7", ["true"], root) | {"metadata": {"job": {"command": ["true"],
+                                                                                   "workdir": bad}}}))
+    with pytest.raises(LaunchError, match="nothing to run"):
+        run(lch.start({"id": "w8", "user": "alice", "kind": "training", "metadata": {}}))
+    with pytest.raises(LaunchError, match="list of arguments"):
+        job_of({"metadata": {"job": {"command": [1, 2]}}})
+
+
+def test_identity_os_account_when_root_and_never_a_system_account(root):
+    lch = launcher(root)
+    w = workload("w9", "id -u > uid", root, user="nobody")
+    ended = run(_start_and_wait(lch, w))
+    assert ended.exit_code == 0, ended
+    expected = pwd.getpwnam("nobody").pw_uid if os.getuid() == 0 else os.getuid()
+    assert int((root / "uid").read_text()) == expected
+    if os.getuid() == 0:
+        with pytest.raises(LaunchError, match="system account"):
+            run(lch.start(workload("w10", ["true"], root, user="daemon")))
+    demo_off = launcher(root, allow_launcher_user=False)
+    with pytest.raises(LaunchError, match="no OS account"):
+        run(demo_off.start(workload("w11", ["true"], root, user="no-such-account-here")))
