@@ -97,7 +97,7 @@ class DemoApp(Command):
                   "approval_above": {"gpu": max(1, gpus // 2)}},
             ]
             c.ComputeHubService.prices = {"any": 2.0, "sim": 0.0}
-            """))
+            """) + self.launcher_config(data))
         groups = {g: {"users": us} for g, us in TEAMS.items()}
         token_file = data / "spawner_token"
         if not token_file.exists():
@@ -132,9 +132,17 @@ class DemoApp(Command):
             configure_jupyterhub(c, port={self.port + 3}, data_dir={str(data / "service")!r},
                                  config_file={str(data / "computehub_config.py")!r},
                                  admins=[{ADMIN!r}], team_leads={{"vision": ["bob"]}},
-                                 on_behalf_services=["computehub-spawner"])
+                                 on_behalf_services=["computehub-spawner"], launcher=True)
             """))
         return cfg
+
+    @staticmethod
+    def launcher_config(data: Path) -> str:
+        """%submit / %serve jobs run as local processes (docs/launchers.md). The demo users have no
+        OS accounts, so jobs run as this user (demo mode), in the users' homes under the data folder."""
+        homes = str(data / "homes") + "/{username}"
+        return (f"c.LocalLauncher.home_template = {homes!r}   # jobs run as this OS user (demo mode)\n"
+                f"c.LocalLauncher.allowed_roots = [{homes!r}]\n")
 
     def print_welcome(self):
         base = f"http://127.0.0.1:{self.port}"
@@ -147,6 +155,8 @@ class DemoApp(Command):
               - Start My Server: a 1-GPU notebook; with the GPUs taken, the spawn page shows the queue
                 position, ETA and reason, and it starts by itself when a GPU frees up
               - {base}/services/computehub/          your work, positions and reasons
+              - in a notebook: %submit --gpus 1 train.py   (a training job; %jobs, %logs ID, %cancel ID)
+                               %serve python -m http.server $PORT   (a service behind the hub's login)
               - {base}/services/computehub/admin/    (as admin) queues, quotas, nodes, approvals, audit
               - a token from {base}/hub/token, then:
                 curl -H "Authorization: token $TOKEN" -X POST {base}/services/computehub/api/v1/workloads \\
