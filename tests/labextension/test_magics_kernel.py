@@ -265,3 +265,15 @@ def test_missing_scope_or_service_give_one_clear_line(setup):
     text = (out["stdout"] + out["stderr"] + out["error"]).strip()
     assert text.startswith("computehub: cannot reach ComputeHub at") and "\n" not in text, out
     k.run(f"os.environ['COMPUTEHUB_URL'] = {hub.service_url!r}")
+
+
+def test_cell_magic_runs_the_cell_as_the_job(setup):
+    hub, work, k = setup
+    out = k.run("%%submit --gpus 0 --name from-a-cell hello\n"
+                "import os, sys\nopen('cell.txt', 'w').write(sys.argv[1] + ' from ' + os.getcwd())\n")
+    wid = job_id(k, out)
+    wait_for("cell.txt", lambda: (work / "cell.txt").exists(), 60)
+    assert (work / "cell.txt").read_text() == f"hello from {work}"
+    w = wait_for("it to finish", lambda: (lambda w: w["state"] == "finished" and w)(
+        hub.call("GET", f"/workloads/{wid}", hub.tokens["alice"]).json()), 30)
+    assert w["name"] == "from-a-cell" and w["exit_code"] == 0
