@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from traitlets import Bool, Enum, Float, Integer, TraitError, validate
+from traitlets import Bool, Enum, Float, Integer, List, TraitError, validate
 from traitlets.config import Configurable
 
 
@@ -21,9 +21,30 @@ class EngineConfig(Configurable):
         True, config=True,
         help="Preempt lower-ranked or borrowed work (reclaim) to admit work that is entitled to it.")
     order = Enum(
-        ["priority", "fifo", "sjf"], default_value="priority", config=True,
-        help="""Order of pending work. 'priority': class rank, then fair share, then age.
-        'fifo': submission order. 'sjf': shortest declared time limit first (replay studies).""")
+        ["priority", "fifo", "sjf", "srtf", "las"], default_value="priority", config=True,
+        help="""Order of pending work. 'priority': class rank, then queues that use less
+        than their guarantee before the others, then fair share, then age.
+        'fifo': submission order. 'sjf': shortest declared time limit first (replay studies).
+        'srtf': class rank, then shortest declared limit minus time already run; preemptive.
+        'las': class rank, then discretised least attained GPU service (Tiresias-L, queues
+        split at las_thresholds), then age; preemptive. See scheduler/policies.py.""")
+    las_thresholds = List(
+        Float(), default_value=[3250.0, 7200.0, 18000.0], config=True,
+        help="""Attained-service thresholds in GPU-seconds that split the 'las' order into
+        queues: work below the first goes first, and so on (n thresholds = n + 1 queues).""")
+    expansion_order = Bool(
+        False, config=True,
+        help="""'priority' order only: among work of equal class rank and fair-share step
+        (fair_share_band), the higher expansion factor (wait + declared limit) / declared limit
+        goes first (Maui's XFactor): short declared work first, and waiting raises any work.""")
+    fair_share_band = Float(
+        0.1, config=True,
+        help="""With expansion_order: fair shares (decayed usage over weight, in units of
+        cluster capacity × half-life) that fall in the same step of this size count as equal.
+        0 = every difference counts (fair share before expansion factor).""")
+    assumed_limit = Float(
+        86400.0, config=True,
+        help="With expansion_order: the run-time limit, in seconds, assumed for work that declares none.")
     half_life = Float(
         7 * 86400.0, config=True,
         help="Half-life of past usage in fair share, in seconds (Slurm's PriorityDecayHalfLife).")
@@ -43,6 +64,13 @@ class EngineConfig(Configurable):
         if proposal["value"] <= 0:
             raise TraitError("half_life must be a positive number of seconds")
         return proposal["value"]
+
+    @validate("las_thresholds")
+    def _sorted_thresholds(self, proposal):
+        value = [float(x) for x in proposal["value"]]
+        if any(x <= 0 for x in value) or value != sorted(set(value)):
+            raise TraitError("las_thresholds must be increasing positive GPU-seconds")
+        return value
 
     def copy(self, **changes) -> "EngineConfig":
         values = {name: getattr(self, name) for name in self.trait_names(config=True)}

@@ -13,7 +13,7 @@ import time as _time
 from dataclasses import dataclass, field
 
 
-from . import backfill, preemption
+from . import backfill, policies, preemption
 from .backfill import Reservation
 from .blockers import (CAPACITY, GUARANTEE_ONLY, LENDING, NO_BORROW, NO_NODE, QUEUE_LIMIT, RESERVED,
                        STRICT_ORDER, USER_LIMIT, WAITING_PREEMPTION, Blocker)
@@ -53,10 +53,13 @@ class Engine:
         self._preempting = self.config.preemption
         self._preempt_fail: set = set()  # preemption keys that found no victims, within one cycle
         self._victims: preemption.VictimIndex | None = None
+        self._now = 0.0     # the current cycle's clock, for orders that depend on service received
 
     # --- ordering -------------------------------------------------------------
 
     def order(self) -> list[Workload]:
+        """Pending work in admission order. 'priority': class rank, queues below their
+        guarantee first, fair share, then age (see EngineConfig.order)."""
         st, cfg = self.state, self.config
         pending = st.pending.values()
         if cfg.order == "fifo":
@@ -64,17 +67,32 @@ class Engine:
         if cfg.order == "sjf":
             inf = math.inf
             return sorted(pending, key=lambda w: (w.time_limit if w.time_limit is not None else inf, w.seq))
+        if cfg.order in policies.SERVICE_ORDERS:
+            return policies.order(pending, cfg.order, cfg.las_thresholds, st.classes, self._now)
         cap = st.inventory.capacity
         fs, specs = self.fairshare, st.tree.specs
         neg_rank = {name: -c.rank for name, c in st.classes.items()}
         qshare = {q: fs.share(q, cap, specs[q].weight) for q in specs}
         ushare: dict[tuple[str, str], float] = {}
+        tree = st.tree
+        over = {q: not any(tree.usage[q].get(k, 0) < v for k, v in tree.guaranteed[q].items()) for q in specs}
 
         def key(w: Workload):
             u = ushare.get((w.queue, w.user))
             if u is None:
                 u = ushare[(w.queue, w.user)] = fs.share(w.queue + "/" + w.user, cap, 1.0)
-            return (neg_rank[w.priority], qshare[w.queue], u, w.seq)
+            # Queues using less than their guarantee go before the others, so capacity that
+            # frees up is not lent out while an owner waits for it.
+            return (neg_rank[w.priority], over[w.queue], qshare[w.queue], u, w.seq)
+
+        if cfg.expansion_order:
+            band, assumed, now = cfg.fair_share_band, cfg.assumed_limit, self._now
+            plain = key
+
+            def key(w: Workload):      # noqa: F811 - the plain key, with a step and XFactor in front
+                k = plain(w)
+                step = math.floor(k[2] / band) if band > 0 else k[2]
+                return (k[0], k[1], step, -policies.expansion(w, now, assumed)) + k[2:]
 
         return sorted(pending, key=key)
 
@@ -94,6 +112,7 @@ class Engine:
     def _cycle(self, now: float) -> CycleResult:
         t0 = _time.perf_counter()
         st, cfg = self.state, self.config
+        self._now = now
         self.fairshare.advance(now, st.tree)
         order = self.order()
         res = CycleResult(now=now, order=[w.id for w in order])
@@ -128,13 +147,17 @@ class Engine:
         reserved: dict = {}
         shadow: float | None = math.inf
         strict: Workload | None = None
+        # Reservations held only by borrowers do not hold back other queues' guaranteed work.
+        borrowed_rsv, rsv_queues = True, set()
+        owed = st.tree.within_guarantee
         for w in order:
             if strict is not None:
                 res.blockers[w.id] = Blocker(STRICT_ORDER, other=strict.id)
                 continue
             cls = st.classes[w.priority]
             use_reserved = not res.reservations or (
-                w.time_limit is not None and shadow is not None and now + w.time_limit <= shadow)
+                w.time_limit is not None and shadow is not None and now + w.time_limit <= shadow) or (
+                borrowed_rsv and w.queue not in rsv_queues and owed(w.queue, w.total) is None)
             rsv = None if use_reserved else reserved
             settled = backfill_mode == "skip" or len(res.reservations) >= n_reservations
             if settled and self._known_to_fail(w, cls, rsv, res):
@@ -157,6 +180,8 @@ class Engine:
                         and out.code == CAPACITY:
                     r = backfill.reserve(st.inventory, list(st.holding.values()), w, now, reserved)
                     res.reservations.append(r)
+                    borrowed_rsv = borrowed_rsv and owed(w.queue, w.total) is not None
+                    rsv_queues.add(w.queue)
                     backfill.merge(reserved, r.nodes)
                     shadow = None if (shadow is None or r.shadow is None) else min(shadow, r.shadow)
 
@@ -274,7 +299,11 @@ class Engine:
             return False
         if self._victims is None:
             self._victims = preemption.VictimIndex(st, now)
-        cands = preemption.candidates(st, self._victims, w, cls)
+        if self.config.order in policies.SERVICE_ORDERS:
+            cfg = self.config
+            cands = policies.candidates(self._victims, w, cls, cfg.order, cfg.las_thresholds, st.classes, now)
+        else:
+            cands = preemption.candidates(st, self._victims, w, cls)
         if not cands:
             self._preempt_fail.add(key)
             return False
@@ -296,6 +325,7 @@ class Engine:
             res.preempted.append((v, w))
             v.preemptions += 1
             v.metadata["preempted_by"] = w.id
+            policies.charge(v, now)
         for v in victims:
             if self.config.release_on_preempt:
                 self._requeue_or_end(v)

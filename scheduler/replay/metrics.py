@@ -6,7 +6,9 @@
 * Makespan = last finish − first submission.
 * GPU utilisation = busy GPU-seconds / (capacity × makespan); a job is busy
   from each admission to its end or preemption.
-* Preemptions = how many times a running job was stopped for another.
+* Preemptions = how many times a running job was stopped for another; lost
+  GPU-hours = what preempted runs held without keeping (restart time and work
+  since the last checkpoint, see ``costs.Restart``).
 * Fairness = Jain's index over teams of each team's mean slowdown, where a
   job's slowdown is JCT / duration (1 = it never waited). Slowdown rather than
   JCT so that a team of long jobs is not "unfairly" treated merely for having
@@ -84,6 +86,8 @@ def summarize(outcome) -> dict:
         "makespan_s": makespan,
         "gpu_utilisation": busy / (outcome.capacity_gpus * makespan) if makespan > 0 else 0.0,
         "preemptions": outcome.preemptions,
+        "lost_gpu_h": sum(r.lost_gpu_seconds for r in done) / HOUR,
+        "restart_cost": outcome.restart,
         "jain_fairness": jain(team_slowdown.values()),
         "slowdown_avg": mean(r.jct / r.job.duration for r in done),
         "team_slowdown": team_slowdown,
@@ -108,6 +112,7 @@ TABLE_ROWS = [
     ("makespan (h)", "makespan_h", "{:.1f}"),
     ("GPU utilisation", "gpu_utilisation", "{:.1%}"),
     ("preemptions", "preemptions", "{:d}"),
+    ("GPU-h lost to preemption", "lost_gpu_h", "{:.1f}"),
     ("Jain fairness (teams)", "jain_fairness", "{:.3f}"),
     ("cycles", "cycles", "{:d}"),
     ("replay wall time (s)", "wall_seconds", "{:.2f}"),

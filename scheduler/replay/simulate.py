@@ -8,11 +8,13 @@
   arrivals (``submit``), then one ``cycle(now)``; every admitted job is
   reported running at once (``mark_running``) and its completion is scheduled;
 * a preempted job is requeued at once by the engine (``release_on_preempt``)
-  and keeps its progress (it checkpoints): its remaining time shrinks by the
-  time it ran, and its pending completion is invalidated;
+  and resumes from its last checkpoint; what a preemption costs (restart time,
+  work since the checkpoint) is ``restart`` (``costs.Restart``; free unless
+  given), and its pending completion is invalidated;
 * when the policy preempts, the loop also wakes up when a running job passes
   its class's ``preempt_after`` (the live service cycles every few seconds;
-  the replay only at instants where a decision can change), and after a
+  the replay only at instants where a decision can change), when a running
+  job passes a threshold of the ``las`` order, and after a
   cycle that preempted it cycles once more at the same instant so that
   requeued victims may take what the preemptor left free.
 
@@ -25,11 +27,13 @@ import heapq
 import time as _time
 from dataclasses import dataclass, field
 
+from .. import policies as service_orders
 from ..core import Scheduler
 from ..engine import EngineConfig
 from ..model import ADMITTED
 from ..store import MemoryStore
 from . import metrics
+from .costs import FREE, LIMIT_MODES, OVERESTIMATE, Restart, declared_limit
 from .trace import GPUS_PER_NODE, N_TEAMS, Job
 
 
@@ -39,6 +43,7 @@ class Policy:
     description: str
     config: EngineConfig
     team_queues: bool       # True: an "org" queue with one guaranteed sub-queue per team
+    limits: str = "none"    # run-time limits jobs declare unless the caller says (costs.LIMIT_MODES)
 
 
 def _cfg(**kw) -> EngineConfig:
@@ -50,13 +55,22 @@ POLICIES: dict[str, Policy] = {p.name: p for p in (
            _cfg(backfill="none", preemption=False, order="fifo"), False),
     Policy("fifo-skip", "one queue in arrival order; anything that fits starts (no reservation)",
            _cfg(backfill="skip", preemption=False, order="fifo"), False),
-    Policy("sjf", "one queue, shortest declared time limit first; anything that fits starts",
-           _cfg(backfill="skip", preemption=False, order="sjf"), False),
+    Policy("sjf", "one queue, shortest declared time limit first (oracle durations); anything that "
+           "fits starts", _cfg(backfill="skip", preemption=False, order="sjf"), False, "oracle"),
+    Policy("srtf", "one queue, shortest remaining declared time first (oracle durations), preemptive",
+           _cfg(backfill="skip", preemption=True, order="srtf"), False, "oracle"),
+    Policy("las", "Tiresias-L: one queue, discretised 2D-LAS (least attained GPU-time, queues split at "
+           "3,250 / 7,200 / 18,000 GPU-seconds), preemptive, no durations",
+           _cfg(backfill="skip", preemption=True, order="las"), False, "none"),
     Policy("default", "ComputeHub: team queues with equal guarantees and borrowing, priority and "
-           "fair-share order, EASY backfill, reclaim by preemption",
-           _cfg(backfill="reserve", preemption=True, order="priority"), True),
+           "fair-share order, EASY backfill on declared limits (estimates), reclaim by preemption",
+           _cfg(backfill="reserve", preemption=True, order="priority"), True, "estimate"),
+    Policy("default-xf", "ComputeHub default plus expansion_order (opt-in): within a fair-share step, "
+           "Maui's expansion factor (wait + declared limit) / declared limit goes first",
+           _cfg(backfill="reserve", preemption=True, order="priority", expansion_order=True), True, "estimate"),
 )}
-DECLARED_LIMITS = ("oracle", "none")
+# 'policy': each policy's own (oracle for sjf/srtf, estimates for default, none otherwise).
+DECLARED_LIMITS = ("policy",) + LIMIT_MODES
 
 
 @dataclass
@@ -68,6 +82,7 @@ class JobRecord:
     finish: float | None = None
     preemptions: int = 0
     busy_gpu_seconds: float = 0.0
+    lost_gpu_seconds: float = 0.0    # held but wasted: restarts and work since the last checkpoint
 
     @property
     def jct(self) -> float:
@@ -89,6 +104,7 @@ class Outcome:
     preemptions: int = 0
     wall_seconds: float = 0.0
     cycle_seconds: float = 0.0   # engine time inside cycle()
+    restart: str = FREE.describe()
 
 
 class StuckError(RuntimeError):
@@ -139,14 +155,21 @@ def build(capacity_gpus: int, policy: str = "default", n_teams: int = N_TEAMS,
 
 
 def run(jobs: list[Job], capacity_gpus: int, policy: str = "default", *, n_teams: int = N_TEAMS,
-        declared_limits: str = "oracle", after_cycle=None) -> Outcome:
+        declared_limits: str = "oracle", after_cycle=None, restart: Restart = FREE,
+        overestimate: float = OVERESTIMATE) -> Outcome:
     """Replay ``jobs`` and return what happened to each (see ``simulate`` for the summary).
 
+    ``declared_limits``: what jobs declare as run-time limit (``costs``), 'policy' = the
+    policy's own choice. ``restart``: what a preemption costs (``costs.Restart``).
     ``after_cycle(scheduler, now, cycle_result, workload_to_job)`` is called after
     every cycle (the demo uses it to ask pending work to explain itself).
     """
     if declared_limits not in DECLARED_LIMITS:
         raise ValueError(f"declared_limits must be one of {', '.join(DECLARED_LIMITS)}, not {declared_limits!r}")
+    if not overestimate >= 1:
+        raise ValueError(f"the over-estimate factor must be at least 1, not {overestimate}")
+    if policy in POLICIES and declared_limits == "policy":
+        declared_limits = POLICIES[policy].limits
     check_fits(jobs, capacity_gpus)
     wall0 = _time.perf_counter()
     clock = [0.0]
@@ -155,9 +178,12 @@ def run(jobs: list[Job], capacity_gpus: int, policy: str = "default", *, n_teams
     wake_after = 0.0
     if sched.config.preemption:
         wake_after = max((c.preempt_after for c in sched.state.classes.values()), default=0.0)
+    las = sched.config.order == "las"
+    thresholds = sched.config.las_thresholds
 
     records = [JobRecord(j) for j in jobs]
-    remaining = [j.duration for j in jobs]
+    saved = [0.0] * len(jobs)          # progress (seconds) kept by checkpoints
+    overhead = [0.0] * len(jobs)       # restart time of the current run
     version = [0] * len(jobs)
     run_start: dict[int, float] = {}
     of: dict[str, int] = {}            # workload id -> job index
@@ -166,7 +192,7 @@ def run(jobs: list[Job], capacity_gpus: int, policy: str = "default", *, n_teams
     heap: list[tuple[float, int, int, int, int]] = [(j.submit, 1, i, i, 0) for i, j in enumerate(jobs)]
     heapq.heapify(heap)
     tie = len(jobs)
-    out = Outcome(policy, capacity_gpus, n_teams, declared_limits, records)
+    out = Outcome(policy, capacity_gpus, n_teams, declared_limits, records, restart=restart.describe())
     unfinished = len(jobs)
 
     def do_cycle(now: float) -> bool:
@@ -179,7 +205,11 @@ def run(jobs: list[Job], capacity_gpus: int, policy: str = "default", *, n_teams
             start = run_start.pop(i, None)
             if start is None:
                 continue
-            remaining[i] -= now - start
+            progress = saved[i] + max(0.0, now - start - overhead[i])
+            kept = max(saved[i], restart.saved(progress))
+            records[i].lost_gpu_seconds += jobs[i].gpus * ((now - start) - (kept - saved[i]))
+            saved[i] = kept
+            overhead[i] = restart.restart_s
             records[i].busy_gpu_seconds += jobs[i].gpus * (now - start)
             records[i].preemptions += 1
             version[i] += 1
@@ -192,10 +222,14 @@ def run(jobs: list[Job], capacity_gpus: int, policy: str = "default", *, n_teams
             run_start[i] = now
             if records[i].first_admit is None:
                 records[i].first_admit = now
-            heapq.heappush(heap, (now + remaining[i], 0, tie, i, version[i]))
+            heapq.heappush(heap, (now + overhead[i] + jobs[i].duration - saved[i], 0, tie, i, version[i]))
             tie += 1
             if wake_after > 0:
                 heapq.heappush(heap, (now + wake_after, 2, tie, -1, 0))
+                tie += 1
+            when = service_orders.next_change(w, now, thresholds) if las else None
+            if when is not None:
+                heapq.heappush(heap, (when, 2, tie, -1, 0))
                 tie += 1
         if after_cycle is not None:
             after_cycle(sched, now, res, of)
@@ -226,8 +260,8 @@ def run(jobs: list[Job], capacity_gpus: int, policy: str = "default", *, n_teams
                 sched.mark_finished(wid[i], now=now)
                 start = run_start.pop(i)
                 records[i].busy_gpu_seconds += jobs[i].gpus * (now - start)
+                records[i].lost_gpu_seconds += jobs[i].gpus * overhead[i]    # the last restart's time
                 records[i].finish = now
-                remaining[i] = 0.0
                 unfinished -= 1
                 changed = True
             elif kind == 1:
@@ -235,7 +269,7 @@ def run(jobs: list[Job], capacity_gpus: int, policy: str = "default", *, n_teams
                 w = sched.submit({
                     "user": j.team, "queue": queue_of(j), "kind": "training",
                     "resources": {"gpu": j.gpus_per_worker}, "workers": j.workers,
-                    "time_limit": j.duration if declared_limits == "oracle" else None,
+                    "time_limit": declared_limit(j, declared_limits, overestimate),
                     "name": j.id[:128]}, now=now)
                 of[w.id] = i
                 wid[i] = w.id
@@ -252,11 +286,13 @@ def run(jobs: list[Job], capacity_gpus: int, policy: str = "default", *, n_teams
 
 
 def simulate(jobs: list[Job], capacity_gpus: int, policy: str = "default", *, n_teams: int = N_TEAMS,
-             declared_limits: str = "oracle", after_cycle=None) -> dict:
+             declared_limits: str = "oracle", after_cycle=None, restart: Restart = FREE,
+             overestimate: float = OVERESTIMATE) -> dict:
     """Replay ``jobs`` on ``capacity_gpus`` GPUs under ``policy`` and return its metrics
     (see ``metrics.summarize`` for the keys)."""
     return metrics.summarize(run(jobs, capacity_gpus, policy, n_teams=n_teams,
-                                 declared_limits=declared_limits, after_cycle=after_cycle))
+                                 declared_limits=declared_limits, after_cycle=after_cycle,
+                                 restart=restart, overestimate=overestimate))
 
 
 __all__ = ["DECLARED_LIMITS", "JobRecord", "Outcome", "POLICIES", "Policy", "StuckError", "build",

@@ -1,0 +1,134 @@
+"""Orders by service received (SRTF, Tiresias-L's 2D-LAS), the expansion-factor order, and the
+guarantee rules of the default order — through the Scheduler API."""
+
+import pytest
+from sched_helpers import cluster, job
+from traitlets import TraitError
+
+from scheduler import EngineConfig, Scheduler
+from scheduler.model import ADMITTED, PENDING, PREEMPTING
+from scheduler.policies import RAN, attained, expansion, las_level, next_change, remaining
+
+
+def one_queue(order, gpus=8, **cfg):
+    cfg.setdefault("release_on_preempt", True)
+    s = Scheduler(config=EngineConfig(order=order, backfill="skip", **cfg))
+    s.put_node({"name": "n0", "gpus": gpus, "cpu": 64, "memory": "256Gi"}, now=0)
+    s.put_queue({"name": "all", "guaranteed": {"gpu": gpus}}, now=0)
+    return s
+
+
+def test_srtf_orders_by_declared_limit_minus_time_run():
+    s = one_queue("srtf")
+    a = job(s, "all", gpus=8, time_limit=10_000, now=0)
+    s.cycle(now=0)
+    b = job(s, "all", gpus=8, time_limit=5_000, now=1)
+    c = job(s, "all", gpus=8, now=2)                    # no limit: last, never preferred
+    assert remaining(a, 4_000) == 6_000
+    # At 700 a has 9,300 s left, more than b's 5,000, and has run past training's 600 s: b preempts it.
+    res = s.cycle(now=700)
+    assert [w.id for w in res.admitted] == [b.id]
+    assert [(v.id, by.id) for v, by in res.preempted] == [(a.id, b.id)]
+    assert a.state == PENDING and a.metadata[RAN] == 700
+    # Back in line, a keeps what it ran: 9,300 left, still ahead of c (unknown).
+    assert [w.id for w in s.engine.order()] == [a.id, c.id]
+    assert remaining(a, 10**6) == 9_300
+
+
+def test_srtf_does_not_preempt_for_work_that_is_not_shorter():
+    s = one_queue("srtf")
+    a = job(s, "all", gpus=8, time_limit=1_000, now=0)
+    s.cycle(now=0)
+    job(s, "all", gpus=8, time_limit=5_000, now=1)
+    job(s, "all", gpus=8, now=2)
+    res = s.cycle(now=700)
+    assert not res.preempted and a.state == ADMITTED
+
+
+def test_las_levels_and_preemption_of_work_that_had_more_service():
+    s = one_queue("las", las_thresholds=[3600.0])
+    a = job(s, "all", gpus=4, now=0)
+    b = job(s, "all", gpus=4, now=0)
+    s.cycle(now=0)
+    assert las_level(a, 899, [3600.0]) == 0 and las_level(a, 901, [3600.0]) == 1   # 4 GPUs × 900 s
+    assert attained(a, 1000) == 4000 and next_change(a, 0, [3600.0]) == 900
+    c = job(s, "all", gpus=4, now=100)                  # level 0; a and b are level 1 from t=900
+    res = s.cycle(now=500)
+    assert not res.preempted                            # same level: first come, first served
+    res = s.cycle(now=1000)
+    assert [by.id for _, by in res.preempted] == [c.id] and c.state == ADMITTED
+    (victim, _), = res.preempted
+    assert victim in (a, b) and victim.state == PENDING and victim.metadata[RAN] == 1000
+
+
+def test_las_thresholds_must_increase():
+    with pytest.raises(TraitError):
+        EngineConfig(las_thresholds=[7200.0, 3600.0])
+    with pytest.raises(TraitError):
+        EngineConfig(las_thresholds=[0.0])
+
+
+def test_service_orders_never_preempt_work_of_a_higher_rank():
+    s = one_queue("srtf")
+    nb = job(s, "all", gpus=8, kind="notebook", now=0)   # interactive: not preemptible
+    s.cycle(now=0)
+    short = job(s, "all", gpus=8, time_limit=10, now=1)
+    res = s.cycle(now=5_000)
+    assert not res.preempted and nb.state == ADMITTED and short.state == PENDING
+
+
+def test_expansion_factor_order_prefers_short_declared_work_and_ages_everything():
+    s = cluster(nodes=1, gpus=8, expansion_order=True)
+    hog = job(s, "a", gpus=8, now=0)
+    s.cycle(now=0)
+    long = job(s, "a", gpus=8, time_limit=36_000, now=1)
+    short = job(s, "a", gpus=8, time_limit=600, now=2)
+    s.cycle(now=3)
+    assert [w.id for w in s.engine.order()] == [short.id, long.id]
+    assert expansion(short, 602, 86400) == pytest.approx(2.0)
+    assert expansion(hog, 86400, 86400) == pytest.approx(2.0)     # no limit: counts as a day
+    # Plain priority order (the default): age decides.
+    s2 = cluster(nodes=1, gpus=8)
+    job(s2, "a", gpus=8, now=0)
+    s2.cycle(now=0)
+    l2 = job(s2, "a", gpus=8, time_limit=36_000, now=1)
+    s2_short = job(s2, "a", gpus=8, time_limit=600, now=2)
+    s2.cycle(now=3)
+    assert [w.id for w in s2.engine.order()] == [l2.id, s2_short.id]
+
+
+def test_a_queue_below_its_guarantee_goes_before_borrowers():
+    # b borrowed everything; when a GPU frees up, a (below its guarantee) gets it, though
+    # b used less in fair share and its work is older.
+    s = cluster(nodes=1, gpus=8)        # a and b guaranteed 4 each
+    held = [job(s, "b", gpus=1, now=0) for _ in range(8)]
+    s.cycle(now=0)
+    b_next = job(s, "b", gpus=1, now=1)
+    a_next = job(s, "a", gpus=1, now=2)
+    s.mark_finished(held[0].id, now=10)
+    res = s.cycle(now=10)
+    assert [w.id for w in res.admitted] == [a_next.id] and b_next.state == PENDING
+
+
+def test_a_borrowers_reservation_does_not_hold_back_another_queues_guarantee():
+    # b's 8-GPU job borrows (b is guaranteed 4) and reserves the node; a's job fits in a's
+    # guarantee and starts at once on what the reservation would have kept idle.
+    s = cluster(nodes=1, gpus=8, backfill="reserve")
+    running = job(s, "b", gpus=2, time_limit=1_000, now=0)
+    s.cycle(now=0)
+    big = job(s, "b", gpus=8, now=1)
+    mine = job(s, "a", gpus=4, now=2)
+    res = s.cycle(now=3)
+    assert res.reservations and res.reservations[0].workload is big
+    assert [w.id for w in res.admitted] == [mine.id]
+    assert running.state == ADMITTED and big.state == PENDING
+
+
+def test_a_preempted_victim_that_still_stops_is_not_counted_twice():
+    s = one_queue("srtf", release_on_preempt=False)
+    a = job(s, "all", gpus=8, time_limit=10_000, now=0)
+    s.cycle(now=0)
+    job(s, "all", gpus=8, time_limit=100, now=1)
+    res = s.cycle(now=700)
+    assert res.preempted and a.state == PREEMPTING
+    assert remaining(a, 800) == 10_000 - 700      # charged once at the decision; no more while stopping
