@@ -23,7 +23,14 @@ $(STAMP): $(PY) pyproject.toml
 $(CHP):
 	npm install --silent --no-audit --no-fund --prefix $(VENV)/chp configurable-http-proxy@$(CHP_VERSION)
 
-install: $(STAMP) $(CHP)
+# The JupyterLab extension: `pip install -e` builds it (hatch-jupyter-builder) and copies it into the
+# venv; rebuild and re-copy when its sources change after that.
+LABEXT := labextension/prebuilt/package.json
+$(LABEXT): labextension/package.json labextension/yarn.lock $(wildcard labextension/src/*.ts labextension/style/*) | $(STAMP)
+	rm -rf labextension/prebuilt
+	$(PY) -m pip install -q --no-deps -e .
+
+install: $(STAMP) $(CHP) $(LABEXT)
 
 # The suite starts its own PostgreSQL server; install the server binaries if the machine lacks them.
 postgres:

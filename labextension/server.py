@@ -1,0 +1,129 @@
+"""The server extension: ``<base_url>computehub/...`` in the single-user server.
+
+``GET  computehub/workloads``             my work, my queues (proxied to the service)
+``DELETE computehub/workloads/{id}``      cancel one of mine
+``GET  computehub/workloads/{id}/logs``   its logs (``?tail=N``)
+``GET  computehub/gpu``                   this server's GPUs from NVML
+
+Handlers are jupyter_server API handlers: the browser's Lab session (cookie +
+XSRF, or a token) authenticates them, like every other Lab request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from urllib.parse import quote
+
+from jupyter_server.base.handlers import APIHandler
+from jupyter_server.utils import url_path_join
+from tornado import web
+from traitlets import Float, Int, Unicode, default
+from traitlets.config import Configurable
+
+from .gpu import GPUReader
+from .service import ServiceClient, UpstreamError
+
+
+class ComputeHubLab(Configurable):
+    """Where the single-user server finds ComputeHub, and how it samples GPUs."""
+
+    service_url = Unicode(config=True, help="""The ComputeHub service's URL with its prefix, e.g.
+        http://127.0.0.1:10101/services/computehub. Default: $COMPUTEHUB_URL (the queued spawners set it),
+        else $JUPYTERHUB_PUBLIC_URL + services/<service_name>; '' = not configured (the endpoints say so).""")
+    api_token = Unicode(config=True, help="""Token for calling the service: default $JUPYTERHUB_API_TOKEN,
+        the server's own. It needs custom:computehub:submit and access:services!service=computehub
+        (Spawner.server_token_scopes).""")
+    service_name = Unicode("computehub", config=True, help="The service's name in the hub (its URL prefix).")
+    public_prefix = Unicode(config=True, help="""The path under which browsers reach the service, for
+        links such as <prefix>serve/<id>/. Default: $JUPYTERHUB_BASE_URL + services/<service_name>/.""")
+    request_timeout = Float(10.0, config=True, help="Seconds to wait for the service before calling it unreachable.")
+    gpu_history = Int(60, config=True, help="Utilisation samples kept per GPU for the panel's sparkline.")
+    gpu_sample_gap = Float(1.0, config=True, help="""Seconds between two samples kept in the history (more
+        frequent reads, e.g. from several open tabs, are answered but not recorded).""")
+
+    @default("service_url")
+    def _service_url(self):
+        if os.environ.get("COMPUTEHUB_URL"):
+            return os.environ["COMPUTEHUB_URL"]
+        public = os.environ.get("JUPYTERHUB_PUBLIC_URL")
+        return url_path_join(public, "services", self.service_name) if public else ""
+
+    @default("api_token")
+    def _api_token(self):
+        return os.environ.get("JUPYTERHUB_API_TOKEN", "")
+
+    @default("public_prefix")
+    def _public_prefix(self):
+        return url_path_join(os.environ.get("JUPYTERHUB_BASE_URL", "/"), "services", self.service_name, "/")
+
+
+class _Base(APIHandler):
+    @property
+    def client(self) -> ServiceClient:
+        return self.settings["computehub_client"]
+
+    def fail(self, e: UpstreamError) -> None:
+        self.set_status(e.status)
+        self.finish(json.dumps({"error": e.code, "message": e.message}))
+
+
+class WorkloadsHandler(_Base):
+    @web.authenticated
+    async def get(self):
+        try:
+            report = await self.client.my_workloads()
+        except UpstreamError as e:
+            return self.fail(e)
+        report["this_workload"] = os.environ.get("COMPUTEHUB_WORKLOAD_ID") or None
+        self.finish(json.dumps(report))
+
+
+class WorkloadHandler(_Base):
+    @web.authenticated
+    async def delete(self, wid):
+        try:
+            w = await self.client.call("DELETE", f"workloads/{quote(wid, safe='')}")
+        except UpstreamError as e:
+            return self.fail(e)
+        self.finish(json.dumps(w))
+
+
+class LogsHandler(_Base):
+    @web.authenticated
+    async def get(self, wid):
+        tail = self.get_query_argument("tail", "200")
+        if not tail.isdigit() or not 1 <= int(tail) <= 100_000:
+            self.set_status(400)
+            return self.finish(json.dumps({"error": "invalid", "message": "tail must be a whole number 1..100000"}))
+        try:
+            logs = await self.client.call("GET", f"workloads/{quote(wid, safe='')}/logs", {"tail": tail})
+        except UpstreamError as e:
+            return self.fail(e)
+        self.finish(json.dumps(logs))
+
+
+class GPUHandler(APIHandler):
+    @web.authenticated
+    async def get(self):
+        reader: GPUReader = self.settings["computehub_gpu"]
+        # NVML calls block (milliseconds, more on a busy driver): off the event loop.
+        self.finish(json.dumps(await asyncio.get_running_loop().run_in_executor(None, reader.read)))
+
+
+def load(serverapp) -> None:
+    cfg = ComputeHubLab(parent=serverapp)
+    web_app = serverapp.web_app
+    web_app.settings["computehub_client"] = ServiceClient(cfg.service_url, cfg.api_token, cfg.request_timeout,
+                                                          cfg.public_prefix)
+    web_app.settings["computehub_gpu"] = GPUReader(cfg.gpu_history, cfg.gpu_sample_gap)
+    base = url_path_join(web_app.settings["base_url"], "computehub")
+    wid = r"(?P<wid>[^/]+)"
+    web_app.add_handlers(".*$", [
+        (url_path_join(base, "workloads"), WorkloadsHandler),
+        (url_path_join(base, "workloads", wid), WorkloadHandler),
+        (url_path_join(base, "workloads", wid, "logs"), LogsHandler),
+        (url_path_join(base, "gpu"), GPUHandler),
+    ])
+    serverapp.log.info("ComputeHub lab extension: service %s", cfg.service_url or "(not configured)")

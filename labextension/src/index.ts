@@ -1,0 +1,54 @@
+/**
+ * ComputeHub in JupyterLab: a status bar item and a side panel with where my
+ * work stands (position, ETA, why it waits) and what this server's GPUs do.
+ */
+
+import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
+import { IStatusBar } from '@jupyterlab/statusbar';
+import { LabIcon } from '@jupyterlab/ui-components';
+
+import { ComputeHubPanel } from './panel';
+import { ComputeHubStatus } from './statusitem';
+import { ComputeHubStore } from './store';
+
+const ICON = new LabIcon({
+  name: 'computehub:gpu',
+  svgstr:
+    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24" width="16"><g class="jp-icon3" fill="#616161">' +
+    '<rect x="5" y="5" width="14" height="14" rx="2" fill="none" stroke="#616161" stroke-width="2"/>' +
+    '<rect x="9" y="9" width="6" height="6"/><rect x="8" y="1" width="2" height="3"/><rect x="14" y="1" width="2" height="3"/>' +
+    '<rect x="8" y="20" width="2" height="3"/><rect x="14" y="20" width="2" height="3"/></g></svg>'
+});
+
+const OPEN = 'computehub:open-panel';
+
+const plugin: JupyterFrontEndPlugin<void> = {
+  id: 'computehub:plugin',
+  description: 'ComputeHub queue position, wait reason and GPU usage',
+  autoStart: true,
+  optional: [IStatusBar],
+  activate: (app: JupyterFrontEnd, statusBar: IStatusBar | null) => {
+    const store = new ComputeHubStore();
+    const panel = new ComputeHubPanel(store);
+    panel.title.icon = ICON;
+    app.shell.add(panel, 'right', { rank: 900 });
+
+    app.commands.addCommand(OPEN, {
+      label: 'Show ComputeHub',
+      execute: () => {
+        app.shell.activateById(panel.id);
+        void store.poller.refresh();
+      }
+    });
+
+    if (statusBar) {
+      const item = new ComputeHubStatus(store, () => void app.commands.execute(OPEN));
+      statusBar.registerStatusItem('computehub:status', { item, align: 'left', rank: 900 });
+    }
+
+    document.addEventListener('visibilitychange', () => store.poller.visibilityChanged());
+    store.poller.start();
+  }
+};
+
+export default plugin;

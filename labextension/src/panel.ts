@@ -1,0 +1,274 @@
+/**
+ * The side panel: this server's GPUs, my notebooks, jobs and services (state,
+ * position, ETA, the reason in plain words, a utilisation sparkline, actions) and
+ * my queues' usage against guarantee and limit. Plain DOM, redrawn on each change.
+ */
+
+import { Widget } from '@lumino/widgets';
+
+import { ApiError, cancelWorkload, fetchLogs } from './api';
+import {
+  GpuDevice,
+  QueueUsage,
+  Workload,
+  cancellable,
+  formatEta,
+  gigabytes,
+  gpuRequest,
+  meanHistory,
+  placementText,
+  queueFill,
+  queueUsageText,
+  reasonText,
+  sparklinePoints,
+  stateWords
+} from './model';
+import { ComputeHubStore } from './store';
+
+const SVG = 'http://www.w3.org/2000/svg';
+
+function el<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  cls = '',
+  text = ''
+): HTMLElementTagNameMap[K] {
+  const e = document.createElement(tag);
+  if (cls) {
+    e.className = cls;
+  }
+  if (text) {
+    e.textContent = text;
+  }
+  return e;
+}
+
+export function sparkline(samples: number[], width = 120, height = 24): SVGSVGElement {
+  const svg = document.createElementNS(SVG, 'svg');
+  svg.setAttribute('class', 'jp-ComputeHub-sparkline');
+  svg.setAttribute('width', String(width));
+  svg.setAttribute('height', String(height));
+  svg.setAttribute('viewBox', `0 0 ${width} ${height}`);
+  const line = document.createElementNS(SVG, 'polyline');
+  line.setAttribute('points', sparklinePoints(samples, width, height));
+  svg.appendChild(line);
+  return svg;
+}
+
+export class ComputeHubPanel extends Widget {
+  private logsFor = '';
+  private logsText = '';
+  private armed = ''; // a workload whose Cancel was clicked once and awaits confirmation
+  private actionError = '';
+
+  constructor(private readonly store: ComputeHubStore) {
+    super();
+    this.id = 'computehub-panel';
+    this.addClass('jp-ComputeHubPanel');
+    this.title.caption = 'ComputeHub';
+    store.changed.connect(this.render, this);
+    this.render();
+  }
+
+  dispose(): void {
+    this.store.changed.disconnect(this.render, this);
+    super.dispose();
+  }
+
+  render(): void {
+    const root = el('div', 'jp-ComputeHub-body');
+    root.appendChild(el('h2', 'jp-ComputeHub-title', 'ComputeHub'));
+    root.appendChild(this.banner());
+    root.appendChild(this.gpuSection());
+    root.appendChild(this.workSection());
+    root.appendChild(this.queueSection());
+    if (this.logsFor) {
+      const box = el('div', 'jp-ComputeHub-logs');
+      const head = el('div', 'jp-ComputeHub-logs-head', `Logs of ${this.logsFor}`);
+      const close = el('button', 'jp-ComputeHub-button', 'Close');
+      close.onclick = () => {
+        this.logsFor = '';
+        this.render();
+      };
+      head.appendChild(close);
+      box.appendChild(head);
+      box.appendChild(el('pre', 'jp-ComputeHub-logs-text', this.logsText));
+      root.appendChild(box);
+    }
+    this.node.replaceChildren(root);
+  }
+
+  private banner(): HTMLElement {
+    const s = this.store;
+    const b = el('div', 'jp-ComputeHub-banner');
+    if (s.unreachable) {
+      b.classList.add('jp-mod-offline');
+      const since = s.errorSince ? ` since ${s.errorSince.toLocaleTimeString()}` : '';
+      const shown = s.report ? `showing what was known at ${s.lastUpdate?.toLocaleTimeString()}` : 'nothing known yet';
+      b.textContent = `ComputeHub is unreachable${since}: ${s.error} (${shown}; retrying)`;
+    } else if (this.actionError) {
+      b.classList.add('jp-mod-offline');
+      b.textContent = this.actionError;
+    } else {
+      b.textContent = s.lastUpdate ? `Updated ${s.lastUpdate.toLocaleTimeString()}` : 'Loading…';
+    }
+    return b;
+  }
+
+  private gpuSection(): HTMLElement {
+    const sec = el('section', 'jp-ComputeHub-gpus');
+    sec.appendChild(el('h3', '', "This server's GPUs"));
+    const gpu = this.store.gpu;
+    if (!gpu) {
+      sec.appendChild(el('div', 'jp-ComputeHub-muted', 'Loading…'));
+    } else if (!gpu.available || !gpu.devices.length) {
+      sec.appendChild(el('div', 'jp-ComputeHub-muted jp-ComputeHub-nogpu', `No GPU visible: ${gpu.reason || 'none'}`));
+    } else {
+      for (const d of gpu.devices) {
+        sec.appendChild(this.device(d));
+      }
+    }
+    return sec;
+  }
+
+  private device(d: GpuDevice): HTMLElement {
+    const row = el('div', 'jp-ComputeHub-gpu');
+    row.dataset.index = String(d.index);
+    row.appendChild(el('div', 'jp-ComputeHub-name', `GPU ${d.index}: ${d.name}`));
+    const facts = [
+      d.utilization === null ? 'util ?' : `${d.utilization}% util`,
+      `${gigabytes(d.memory_used)}/${gigabytes(d.memory_total)} GB`,
+      d.temperature === null ? '' : `${d.temperature} °C`,
+      d.power_watts === null ? '' : `${Math.round(d.power_watts)}${d.power_limit_watts ? `/${Math.round(d.power_limit_watts)}` : ''} W`,
+      `${d.processes.length} process${d.processes.length === 1 ? '' : 'es'}`
+    ].filter(Boolean);
+    row.appendChild(el('div', 'jp-ComputeHub-facts', facts.join(' · ')));
+    if (d.history.length > 1) {
+      row.appendChild(sparkline(d.history));
+    }
+    return row;
+  }
+
+  private workSection(): HTMLElement {
+    const sec = el('section', 'jp-ComputeHub-work');
+    sec.appendChild(el('h3', '', 'My notebooks, jobs and services'));
+    const report = this.store.report;
+    if (!report) {
+      return sec;
+    }
+    if (!report.workloads.length) {
+      sec.appendChild(el('div', 'jp-ComputeHub-muted', 'Nothing queued or running.'));
+    }
+    for (const w of report.workloads) {
+      sec.appendChild(this.workload(w, w.id === report.this_workload));
+    }
+    return sec;
+  }
+
+  private workload(w: Workload, here: boolean): HTMLElement {
+    const row = el('div', 'jp-ComputeHub-workload');
+    row.dataset.workloadId = w.id;
+    row.dataset.state = w.state;
+    const head = el('div', 'jp-ComputeHub-name');
+    head.appendChild(el('span', '', `${w.name} `));
+    head.appendChild(el('span', 'jp-ComputeHub-kind', `${w.kind}${here ? ' (this server)' : ''}`));
+    head.appendChild(el('span', `jp-ComputeHub-state jp-ComputeHub-state-${w.state}`, w.state.replace(/_/g, ' ')));
+    row.appendChild(head);
+    const facts: string[] = [`queue ${w.queue}`];
+    const req = gpuRequest(w);
+    if (req) {
+      facts.push(req);
+    }
+    if (w.state === 'pending') {
+      const e = w.explanation || {};
+      const pos = e.position_in_queue ?? w.position_in_queue;
+      facts.push(`position ${pos ?? '?'}${e.queue_length ? ` of ${e.queue_length}` : ''}`);
+      facts.push(`ETA ${formatEta(e.eta_seconds)}`);
+    }
+    const where = placementText(w);
+    if (where) {
+      facts.push(where);
+    }
+    row.appendChild(el('div', 'jp-ComputeHub-facts', facts.join(' · ')));
+    const reason = reasonText(w);
+    row.appendChild(el('div', 'jp-ComputeHub-reason', reason === stateWords(w.state) ? reason : `${stateWords(w.state)}: ${reason}`));
+    const gpu = this.store.gpu;
+    if (here && w.state === 'running' && gpu?.available && gpu.devices.length) {
+      row.appendChild(sparkline(meanHistory(gpu.devices)));
+    }
+    row.appendChild(this.actions(w));
+    return row;
+  }
+
+  private actions(w: Workload): HTMLElement {
+    const bar = el('div', 'jp-ComputeHub-actions');
+    if (cancellable(w)) {
+      const armed = this.armed === w.id;
+      const b = el('button', 'jp-ComputeHub-button jp-ComputeHub-cancel', armed ? 'Really cancel?' : 'Cancel');
+      b.onclick = () => void this.cancel(w, armed);
+      bar.appendChild(b);
+    }
+    if (w.kind !== 'notebook') {
+      const b = el('button', 'jp-ComputeHub-button jp-ComputeHub-logs-button', 'Logs');
+      b.onclick = () => void this.showLogs(w.id);
+      bar.appendChild(b);
+    }
+    if (w.serve_url && w.state === 'running') {
+      const a = el('a', 'jp-ComputeHub-button jp-ComputeHub-open', 'Open');
+      a.href = w.serve_url;
+      a.target = '_blank';
+      a.rel = 'noopener';
+      bar.appendChild(a);
+    }
+    return bar;
+  }
+
+  private async cancel(w: Workload, confirmed: boolean): Promise<void> {
+    if (!confirmed) {
+      this.armed = w.id;
+      this.render();
+      return;
+    }
+    this.armed = '';
+    try {
+      await cancelWorkload(w.id);
+      this.actionError = '';
+    } catch (e) {
+      this.actionError = `Could not cancel ${w.name}: ${(e as Error).message}`;
+    }
+    await this.store.poller.refresh();
+    this.render();
+  }
+
+  private async showLogs(id: string): Promise<void> {
+    this.logsFor = id;
+    try {
+      const logs = await fetchLogs(id);
+      this.logsText = logs.lines.join('\n') || '(empty)';
+    } catch (e) {
+      this.logsText = e instanceof ApiError ? e.message : String(e);
+    }
+    this.render();
+  }
+
+  private queueSection(): HTMLElement {
+    const sec = el('section', 'jp-ComputeHub-queues');
+    sec.appendChild(el('h3', '', 'My queues'));
+    for (const q of this.store.report?.queues || []) {
+      sec.appendChild(this.queue(q));
+    }
+    return sec;
+  }
+
+  private queue(q: QueueUsage): HTMLElement {
+    const row = el('div', 'jp-ComputeHub-queue');
+    row.dataset.queue = q.name;
+    row.appendChild(el('div', 'jp-ComputeHub-name', `${q.name} · ${q.running ?? 0} running, ${q.pending ?? 0} waiting`));
+    const bar = el('div', 'jp-ComputeHub-bar');
+    const fill = el('div', 'jp-ComputeHub-bar-fill');
+    fill.style.width = `${Math.round(queueFill(q) * 100)}%`;
+    bar.appendChild(fill);
+    row.appendChild(bar);
+    row.appendChild(el('div', 'jp-ComputeHub-facts', queueUsageText(q)));
+    return row;
+  }
+}

@@ -1,0 +1,166 @@
+"""The server extension's proxy to ComputeHub, through a real jupyter_server (pytest-jupyter)
+and a REAL ComputeHub service behind a real JupyterHub and proxy (RealHub).
+
+Nothing is emulated: the extension calls the service with a token of alice's
+scoped like a single-user server's (custom:computehub:submit and access to the
+service), the service checks it with the hub. The cluster is the service's
+declared node list (one node, 2 GPUs).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+from tornado.httpclient import HTTPClientError
+from traitlets.config import Config
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub_ext"))
+from realhub import RealHub  # noqa: E402
+
+SERVICE = """
+c.ComputeHubService.nodes = [{"name": "local", "gpus": 2, "gpu_model": "a100", "cpu": 16, "memory": "64Gi"}]
+c.ComputeHubService.initial_queues = [
+    {"name": "org"},
+    {"name": "vision", "parent": "org", "guaranteed": {"gpu": 2}, "limit": {"gpu": 2}, "groups": ["vision"]},
+    {"name": "nlp", "parent": "org", "groups": ["nlp"]},
+]
+"""
+SERVER_SCOPES = ["custom:computehub:submit", "access:services!service=computehub"]
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    with RealHub(tmp_path_factory.mktemp("hub"), extra_service_config=SERVICE) as h:
+        h.server_token = h.make_token("alice", scopes=SERVER_SCOPES)
+        yield h
+
+
+@pytest.fixture
+def lab_config():
+    return {}
+
+
+@pytest.fixture
+def jp_server_config(hub, lab_config, monkeypatch):
+    for var in ("COMPUTEHUB_URL", "JUPYTERHUB_API_TOKEN", "JUPYTERHUB_PUBLIC_URL", "COMPUTEHUB_WORKLOAD_ID"):
+        monkeypatch.delenv(var, raising=False)
+    cfg = {"service_url": hub.service_url, "api_token": hub.server_token, "public_prefix": "/services/computehub/"}
+    cfg.update(lab_config)
+    return Config({"ServerApp": {"jpserver_extensions": {"labextension": True}}, "ComputeHubLab": cfg})
+
+
+async def fetch(jp_fetch, *parts, method="GET", **kw):
+    try:
+        r = await jp_fetch("computehub", *parts, method=method, **kw)
+    except HTTPClientError as e:
+        return e.code, json.loads(e.response.body)
+    return r.code, json.loads(r.body)
+
+
+def submit(hub, user, **body):
+    r = hub.call("POST", "/workloads", hub.tokens[user], json=body)
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def cancel_all(hub):
+    for u in ("alice", "bob"):
+        for w in hub.call("GET", f"/workloads?user={u}", hub.launcher_token).json()["workloads"]:
+            hub.call("DELETE", f"/workloads/{w['id']}", hub.launcher_token)
+
+
+async def test_my_work_with_position_reason_eta_and_queue_usage(jp_fetch, hub):
+    cancel_all(hub)
+    busy = submit(hub, "bob", name="bob-big", kind="training", resources={"gpu": 2}, time_limit=1800)
+    mine = submit(hub, "alice", name="alice-train", kind="training", resources={"gpu": 1})
+    svc = submit(hub, "alice", name="alice-svc", kind="inference", resources={"gpu": 1})
+    try:
+        code, body = await fetch(jp_fetch, "workloads")
+        assert code == 200, body
+        assert body["user"] == "alice" and body["this_workload"] is None
+        by_id = {w["id"]: w for w in body["workloads"]}
+        assert busy["id"] not in by_id                     # only my own work
+        w = by_id[mine["id"]]
+        assert w["state"] == "pending" and w["name"] == "alice-train"
+        e = w["explanation"]
+        # The inference class outranks training: the service is first in the queue.
+        assert e["position_in_queue"] == 2 and e["queue_length"] == 2
+        assert "guaranteed" in e["reason"] or "limit" in e["reason"], e["reason"]
+        # bob's job declares 30 min: alice's ETA comes from the forward simulation.
+        assert e["eta_seconds"] is not None and 1700 <= e["eta_seconds"] <= 1800, e
+        assert by_id[svc["id"]]["explanation"]["position_in_queue"] == 1
+        assert by_id[svc["id"]]["serve_url"] == f"/services/computehub/serve/{svc['id']}/"
+        (vision,) = body["queues"]
+        assert vision["name"] == "vision"
+        assert vision["usage"]["gpu"] == 2 and vision["limit"] == {"gpu": 2}
+        assert vision["guaranteed"] == {"gpu": 2} and vision["pending"] == 2 and vision["running"] == 1
+    finally:
+        cancel_all(hub)
+
+
+async def test_cancel_logs_and_recently_ended(jp_fetch, hub):
+    cancel_all(hub)
+    w = submit(hub, "alice", name="to-cancel", kind="batch", resources={"gpu": 1})
+    code, body = await fetch(jp_fetch, "workloads", w["id"], "logs")
+    assert code == 404 and body["error"] == "not_found" and "no logs recorded" in body["message"], body
+    code, body = await fetch(jp_fetch, "workloads", w["id"], method="DELETE")
+    assert code == 200 and body["state"] == "cancelled", body
+    assert hub.call("GET", f"/workloads/{w['id']}", hub.launcher_token).json()["state"] == "cancelled"
+    code, body = await fetch(jp_fetch, "workloads")
+    ended = [x for x in body["workloads"] if x["id"] == w["id"]]
+    assert ended and ended[0]["state"] == "cancelled" and ended[0]["reason"] == "cancelled by alice"
+    # Someone else's work is not mine to cancel, and the service does not even admit it exists.
+    other = submit(hub, "bob", name="bobs", kind="batch", resources={"gpu": 1})
+    code, body = await fetch(jp_fetch, "workloads", other["id"], method="DELETE")
+    assert code == 404 and body["error"] == "not_found", body
+    assert hub.call("GET", f"/workloads/{other['id']}", hub.launcher_token).json()["state"] != "cancelled"
+    code, body = await fetch(jp_fetch, "workloads", w["id"], "logs", params={"tail": "lots"})
+    assert code == 400 and "tail" in body["message"]
+    cancel_all(hub)
+
+
+@pytest.mark.parametrize("lab_config", [{"api_token": "not-a-token"}])
+async def test_a_token_the_service_refuses_is_a_clear_403(jp_fetch, hub, lab_config):
+    code, body = await fetch(jp_fetch, "workloads")
+    assert code == 403 and body["error"] == "service_denied", body
+    assert body["message"].startswith("ComputeHub refused this server's token:"), body
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("lab_config", [{"service_url": f"http://127.0.0.1:{_closed_port()}/services/computehub",
+                                         "request_timeout": 5.0}])
+async def test_unreachable_service_is_a_clear_503(jp_fetch, hub, lab_config):
+    code, body = await fetch(jp_fetch, "workloads")
+    assert code == 503 and body["error"] == "service_unreachable", body
+    assert "is unreachable" in body["message"] and lab_config["service_url"] in body["message"]
+    code, body = await fetch(jp_fetch, "workloads", "abc", method="DELETE")
+    assert code == 503 and body["error"] == "service_unreachable"
+
+
+@pytest.mark.parametrize("lab_config", [{"service_url": ""}])
+async def test_not_configured_says_what_to_set(jp_fetch, hub, lab_config):
+    code, body = await fetch(jp_fetch, "workloads")
+    assert code == 503 and body["error"] == "not_configured" and "COMPUTEHUB_URL" in body["message"], body
+
+
+async def test_default_service_url_from_the_spawner_environment(jp_configurable_serverapp, monkeypatch, hub):
+    from labextension.server import ComputeHubLab
+
+    monkeypatch.setenv("COMPUTEHUB_URL", "http://127.0.0.1:1/services/computehub")
+    monkeypatch.setenv("JUPYTERHUB_API_TOKEN", "tok")
+    monkeypatch.setenv("JUPYTERHUB_BASE_URL", "/hub-base/")
+    c = ComputeHubLab()
+    assert (c.service_url, c.api_token, c.public_prefix) == (
+        "http://127.0.0.1:1/services/computehub", "tok", "/hub-base/services/computehub/")
+    monkeypatch.delenv("COMPUTEHUB_URL")
+    monkeypatch.setenv("JUPYTERHUB_PUBLIC_URL", "https://hub.example.org/")
+    assert ComputeHubLab().service_url == "https://hub.example.org/services/computehub"
