@@ -237,10 +237,12 @@ class KmockCluster:
         self.stop()
 
     def check(self):
-        """Raise what went wrong inside the emulator or a test controller (500s it answered)."""
+        """Raise what went wrong inside the emulator or a test controller (the 5xx it answered;
+        404 and 409 are ordinary answers of the API)."""
         if self._error:
             raise AssertionError(f"kmock thread failed: {self._error!r}")
-        errors = self.call(lambda: list(self.emulator.errors))
+        errors = self.call(lambda: [e for e in self.emulator.errors
+                                    if not (isinstance(e, kmock.KubernetesError) and e.status in (404, 409))])
         if errors:
             raise AssertionError(f"kmock answered errors: {errors!r}")
 

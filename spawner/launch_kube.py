@@ -1,0 +1,225 @@
+"""The Kubernetes launcher backend: admitted work as Jobs and Deployments (docs/launchers.md).
+
+``KubeLauncher`` implements ``launch_base.LauncherBackend`` for the launcher driver
+(``computehub-launcher --backend spawner.launch_kube.KubeLauncher``):
+
+- ``training`` / ``batch``: a ``batch/v1`` Job; more than one worker makes it an
+  Indexed Job (parallelism = completions = workers) with a headless Service, and
+  MASTER_ADDR / MASTER_PORT / WORLD_SIZE / RANK for torchrun-style launch;
+- ``inference``: a Deployment and a Service, ready when its readiness probe passes.
+
+The manifests (spawner/kube_manifests.py) copy the owner's notebook pod (image,
+home volume, security context), carry the placement, the GPU limit, the class's
+PriorityClass and the workload's labels. Stopping deletes the pods with
+``grace_seconds`` (SIGTERM, then SIGKILL), then the objects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from traitlets import Dict, Integer, Unicode, default
+
+from .kube import LABEL_PREFIX, label_value
+from .kube_manifests import (Settings, describe, endpoint_of, inference_manifests, name_of, placement_nodes,
+                             template_from, training_manifests)
+from .launch_base import Ended, LaunchError, LauncherBackend, job_of
+from .options import OptionsError
+
+KIND_API = {"Job": ("batch", "namespaced_job"), "Deployment": ("apps", "namespaced_deployment"),
+            "Service": ("core", "namespaced_service"), "ConfigMap": ("core", "namespaced_config_map")}
+
+
+class KubeLauncher(LauncherBackend):
+    """Runs admitted workloads as Kubernetes Jobs (training, batch) and Deployments (inference)."""
+
+    namespace = Unicode(config=True, help="Namespace of the jobs (default: $POD_NAMESPACE, else 'default').")
+    kubeconfig = Unicode("", config=True, help="""Kubeconfig file to use outside a cluster ('' = in-cluster
+        configuration, else $KUBECONFIG / ~/.kube/config).""")
+    notebook_selector = Unicode("component=singleuser-server", config=True,
+                                help="""Label selector (with computehub/user=<user>) of the user's notebook pod,
+        whose image, home volume and security context a job copies.""")
+    default_image = Unicode("quay.io/jupyter/base-notebook:latest", config=True,
+                            help="Image of a job whose owner has no notebook pod running.")
+    default_home = Unicode("/home/jovyan", config=True, help="Home folder in the image, for such jobs.")
+    gpu_resource = Unicode("nvidia.com/gpu", config=True, help="Extended resource name of a GPU.")
+    priority_class_names = Dict(Unicode(), config=True,
+                                help="ComputeHub priority class → PriorityClass name (else priority_class_template).")
+    priority_class_template = Unicode("computehub-{priority}", config=True,
+                                      help="PriorityClass name for other classes ('{priority}'); '' = none.")
+    termination_grace_seconds = Integer(30, config=True, help="""terminationGracePeriodSeconds of job pods:
+        seconds between SIGTERM and SIGKILL when a pod is deleted (preemption: save a checkpoint).""")
+    master_port = Integer(29500, config=True, help="MASTER_PORT of multi-worker jobs (rank 0 listens there).")
+    inference_port = Integer(8080, config=True, help="Port an inference service listens on when it names none.")
+    pod_computehub_url = Unicode("", config=True, help="COMPUTEHUB_URL as job pods reach the service.")
+    checkpoint_dir_template = Unicode("{home}/.computehub/checkpoints/{id}", config=True,
+                                      help="""$COMPUTEHUB_CHECKPOINT_DIR of a job ({home}: the home volume's
+        mount path, {id}: workload id); on the home volume it survives a preemption.""")
+
+    @default("namespace")
+    def _namespace(self):
+        return os.environ.get("POD_NAMESPACE", "default")
+
+    _api = None
+
+    async def api(self):
+        """(CoreV1Api, BatchV1Api, AppsV1Api) on one client, configured once."""
+        if self._api is None:
+            from kubernetes_asyncio import client, config
+            try:
+                config.load_incluster_config()
+            except config.ConfigException:
+                await config.load_kube_config(config_file=self.kubeconfig or None)
+            c = client.ApiClient()
+            self._api = {"core": client.CoreV1Api(c), "batch": client.BatchV1Api(c), "apps": client.AppsV1Api(c),
+                         "client": c}
+        return self._api
+
+    def settings(self, workload: dict) -> Settings:
+        prio = workload.get("priority") or ""
+        pclass = self.priority_class_names.get(prio) or (
+            self.priority_class_template.format(priority=prio) if self.priority_class_template and prio else "")
+        return Settings(namespace=self.namespace, gpu_resource=self.gpu_resource, priority_class=pclass,
+                        grace_seconds=self.termination_grace_seconds, master_port=self.master_port,
+                        inference_port=self.inference_port, computehub_url=self.pod_computehub_url,
+                        checkpoint_dir_template=self.checkpoint_dir_template, default_image=self.default_image,
+                        default_home=self.default_home)
+
+    async def notebook_pod(self, user: str) -> dict | None:
+        api = await self.api()
+        selector = ",".join(filter(None, [self.notebook_selector, f"{LABEL_PREFIX}user={label_value(user)}"]))
+        pods = await api["core"].list_namespaced_pod(self.namespace, label_selector=selector)
+        running = [p for p in pods.items if not p.metadata.deletion_timestamp]
+        return api["client"].sanitize_for_serialization(running[0]) if running else None
+
+    def manifests(self, workload: dict, notebook: dict | None) -> list[dict]:
+        job = job_of(workload)
+        s = self.settings(workload)
+        t = template_from(notebook, s)
+        try:
+            if workload.get("kind") == "inference":
+                return inference_manifests(workload, job, t, s)
+            return training_manifests(workload, job, t, s)
+        except OptionsError as e:
+            raise LaunchError(str(e)) from None
+
+    async def _create(self, manifest: dict) -> None:
+        from kubernetes_asyncio.client.exceptions import ApiException
+        group, what = KIND_API[manifest["kind"]]
+        api = (await self.api())[group]
+        try:
+            await getattr(api, f"create_{what}")(self.namespace, manifest)
+        except ApiException as e:
+            if e.status != 409:          # already there: a start retried after a launcher restart
+                raise LaunchError(f"Kubernetes refused the {manifest['kind']} {manifest['metadata']['name']}: "
+                                  f"{e.status} {e.reason}") from None
+
+    async def start(self, workload: dict) -> dict:
+        notebook = await self.notebook_pod(workload["user"])
+        objs = self.manifests(workload, notebook)
+        for m in objs:
+            await self._create(m)
+        kinds = ", ".join(f"{m['kind']} {m['metadata']['name']}" for m in objs)
+        nodes = ",".join(placement_nodes(workload)) or "?"
+        pod = next(m for m in objs if m["kind"] in ("Job", "Deployment"))["spec"]["template"]["spec"]
+        self._log(workload, f"created {kinds} in {self.namespace} on {nodes}: "
+                            f"{describe(pod['containers'][0]['command'])}")
+        return {"node": nodes, "message": f"{kinds} on {nodes}"
+                + (f" (like {notebook['metadata']['name']})" if notebook else " (default image)")}
+
+    async def _read(self, kind: str, workload: dict):
+        from kubernetes_asyncio.client.exceptions import ApiException
+        group, what = KIND_API[kind]
+        try:
+            return await getattr((await self.api())[group], f"read_{what}")(name_of(workload), self.namespace)
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    async def poll(self, workload: dict) -> Ended | None:
+        if workload.get("kind") == "inference":
+            if await self._read("Deployment", workload) is None:
+                return Ended(1, "its Deployment was deleted outside ComputeHub", self.last_lines(workload))
+            return None          # crashed containers are restarted by Kubernetes (CrashLoopBackOff)
+        j = await self._read("Job", workload)
+        if j is None:
+            return Ended(1, "its Job was deleted outside ComputeHub", self.last_lines(workload))
+        for c in j.status.conditions or []:
+            if c.status == "True" and c.type in ("Complete", "SuccessCriteriaMet"):
+                await self._save_logs(workload)
+                return Ended(0, "all workers completed", self.last_lines(workload))
+            if c.status == "True" and c.type in ("Failed", "FailureTarget"):
+                await self._save_logs(workload)
+                lost = (c.reason or "") in ("PodFailurePolicy",) and "node" in (c.message or "").lower()
+                return Ended(1, f"the Job failed: {c.reason or ''} {c.message or ''}".strip(),
+                             self.last_lines(workload), node_lost=lost)
+        return None
+
+    async def ready(self, workload: dict) -> str | None:
+        d = await self._read("Deployment", workload)
+        if d is None or not d.status or (d.status.ready_replicas or 0) < (d.spec.replicas or 1):
+            return None
+        return endpoint_of(workload, self.settings(workload))
+
+    async def stop(self, workload: dict, grace_seconds: float) -> Ended | None:
+        """SIGTERM through pod deletion with ``grace_seconds``, then delete the objects."""
+        api = await self.api()
+        from kubernetes_asyncio.client.exceptions import ApiException
+        selector = f"{LABEL_PREFIX}workload={label_value(workload['id'])}"
+        pods = await api["core"].list_namespaced_pod(self.namespace, label_selector=selector)
+        await self._save_logs(workload)
+        for p in pods.items:
+            try:
+                await api["core"].delete_namespaced_pod(p.metadata.name, self.namespace,
+                                                        grace_period_seconds=int(grace_seconds))
+            except ApiException as e:
+                if e.status != 404:
+                    raise
+        for kind in ("Job", "Deployment", "Service", "ConfigMap"):
+            group, what = KIND_API[kind]
+            name = name_of(workload) + ("-script" if kind == "ConfigMap" else "")
+            try:
+                await getattr(api[group], f"delete_{what}")(name, self.namespace, propagation_policy="Background")
+            except ApiException as e:
+                if e.status != 404:
+                    raise
+        self._log(workload, f"stopped: pods deleted with {grace_seconds:g} s grace")
+        return Ended(143, f"stopped (SIGTERM, {grace_seconds:g} s grace)", self.last_lines(workload))
+
+    async def adopt(self, workload: dict) -> bool:
+        kind = "Deployment" if workload.get("kind") == "inference" else "Job"
+        return await self._read(kind, workload) is not None
+
+    async def restart(self, workload: dict) -> dict:
+        await self.stop(workload, 0)
+        return await self.start(workload)
+
+    async def close(self) -> None:
+        if self._api is not None:
+            await self._api["client"].close()
+            self._api = None
+
+    # --- logs: what the service serves at GET workloads/{id}/logs ------------------------------
+
+    def _log(self, workload: dict, line: str) -> None:
+        os.makedirs(self.logs_dir, exist_ok=True)
+        with open(self.log_path(workload), "a") as f:
+            f.write(f"[computehub] {line}\n")
+
+    async def _save_logs(self, workload: dict) -> None:
+        """Append the pods' logs to the workload's log file (best effort: a pod may be gone)."""
+        from kubernetes_asyncio.client.exceptions import ApiException
+        api = await self.api()
+        selector = f"{LABEL_PREFIX}workload={label_value(workload['id'])}"
+        try:
+            pods = await api["core"].list_namespaced_pod(self.namespace, label_selector=selector)
+            for p in pods.items:
+                text = await asyncio.wait_for(api["core"].read_namespaced_pod_log(p.metadata.name, self.namespace,
+                                                                                  tail_lines=500), 10)
+                self._log(workload, f"--- {p.metadata.name} ---")
+                with open(self.log_path(workload), "a") as f:
+                    f.write(text if text.endswith("\n") else text + "\n")
+        except (ApiException, asyncio.TimeoutError, OSError, ValueError) as e:
+            self._log(workload, f"pod logs not available: {getattr(e, 'status', '')} {getattr(e, 'reason', e)}")

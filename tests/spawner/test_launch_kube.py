@@ -1,0 +1,270 @@
+"""The Kubernetes launcher end to end (issue 5): admitted work becomes Jobs and Deployments.
+
+Real: JupyterHub + proxy + the ComputeHub service, and the launcher driver
+(computehub-launcher, the hub's managed service) with the KubeLauncher backend,
+talking HTTP to the Kubernetes API through a kubeconfig. Emulated: the
+Kubernetes API (kmock, tests/spawner/kmock_cluster.py), and the controllers
+and kubelet: the test creates a Job's pods (as the job controller would) and
+sets Job and Deployment status; the GPU nodes are declared ("kube-gpu-1",
+"kube-gpu-2", 4 A100 each). Every manifest the launcher creates passes
+kubernetes-validate --strict for a pinned, bundled Kubernetes version.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from kubernetes_validate.utils import all_versions, validate
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub_ext"))
+from kmock_cluster import KmockCluster  # noqa: E402
+from realhub import RealHub  # noqa: E402
+
+K8S_VERSION = "1.33.0"
+NS = "hub"
+NOTEBOOK_IMAGE = "quay.io/jupyter/pytorch-notebook:2025-01-06"
+
+SERVICE = """
+c.ComputeHubService.nodes = [
+    {"name": "kube-gpu-1", "gpus": 4, "gpu_model": "a100", "cpu": 64, "memory": "512Gi"},
+    {"name": "kube-gpu-2", "gpus": 4, "gpu_model": "a100", "cpu": 64, "memory": "512Gi"},
+]
+c.ComputeHubService.initial_queues = [
+    {"name": "org"},
+    {"name": "vision", "parent": "org", "guaranteed": {"gpu": 8, "cpu": 128, "memory": "1Ti"}, "groups": ["vision"]},
+    {"name": "nlp", "parent": "org", "groups": ["nlp"]},
+]
+c.LauncherApp.backend_class = "spawner.launch_kube.KubeLauncher"
+c.LauncherApp.poll_interval = 0.3
+c.LauncherApp.cancel_grace = 7
+c.KubeLauncher.namespace = "hub"
+c.KubeLauncher.kubeconfig = KUBECONFIG
+c.KubeLauncher.termination_grace_seconds = 45
+c.KubeLauncher.pod_computehub_url = "http://hub:8081/services/computehub"
+"""
+
+# alice's notebook pod, as QueuedKubeSpawner labels it: jobs copy its image, home and security context.
+NOTEBOOK_POD = {
+    "apiVersion": "v1", "kind": "Pod",
+    "metadata": {"name": "jupyter-alice", "namespace": NS,
+                 "labels": {"component": "singleuser-server", "computehub/user": "alice"}},
+    "spec": {"securityContext": {"fsGroup": 100},
+             "containers": [{"name": "notebook", "image": NOTEBOOK_IMAGE,
+                             "securityContext": {"runAsUser": 1000, "allowPrivilegeEscalation": False},
+                             "volumeMounts": [{"name": "home", "mountPath": "/home/jovyan"},
+                                              {"name": "secret", "mountPath": "/etc/hub-secret"}]}],
+             "volumes": [{"name": "home", "persistentVolumeClaim": {"claimName": "claim-alice"}},
+                         {"name": "secret", "secret": {"secretName": "hub-internal"}}]},
+}
+
+
+class JobController:
+    """Plays the job controller: one pod per completion index of each new Job."""
+
+    def __init__(self, cluster: KmockCluster):
+        self.cluster, self.seen = cluster, set()
+
+    async def __call__(self):
+        for (res, ns, name), obj in list(self.cluster.emulator.objects.items()):
+            if res.plural != "jobs" or obj.deleted or (ns, name) in self.seen:
+                continue
+            self.seen.add((ns, name))
+            job = obj.raw
+            tmpl = job["spec"]["template"]
+            for i in range(job["spec"].get("completions", 1)):
+                pod = {"apiVersion": "v1", "kind": "Pod",
+                       "metadata": {"name": f"{name}-{i}-x{i}", "namespace": ns,
+                                    "labels": dict(tmpl["metadata"]["labels"], **{"job-name": name}),
+                                    "annotations": {"batch.kubernetes.io/job-completion-index": str(i)}},
+                       "spec": dict(tmpl["spec"], hostname=f"{name}-{i}")}
+                async with self.cluster.emulator.post(f"/api/v1/namespaces/{ns}/pods", json=pod) as r:
+                    r.raise_for_status()
+
+
+@pytest.fixture(scope="module")
+def kc(tmp_path_factory):
+    d = tmp_path_factory.mktemp("kube-launch")
+    cluster = KmockCluster(d).start()
+    cluster.controllers.append(JobController(cluster))
+    kubeconfig = cluster.write_kubeconfig(d / "kubeconfig", NS)
+    hub = RealHub(d, extra_service_config=SERVICE.replace("KUBECONFIG", repr(str(kubeconfig))),
+                  configure_kwargs="launcher=True")
+    hub.cluster = cluster
+    try:
+        cluster.run(create("pods", NOTEBOOK_POD, cluster))
+        hub.start()
+        yield hub
+    finally:
+        hub.stop()
+        cluster.stop()
+
+
+async def create(plural, body, cluster):
+    async with cluster.emulator.post(f"/api/v1/namespaces/{NS}/{plural}", json=body) as r:
+        r.raise_for_status()
+
+
+async def patch_status(cluster, path, status):
+    async with cluster.emulator.patch(path, json={"status": status},
+                                      headers={"Content-Type": "application/merge-patch+json"}) as r:
+        r.raise_for_status()
+
+
+def wait_for(what, fn, timeout=60.0, every=0.2):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = fn()
+        if v:
+            return v
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def submit(hub, user, job, kind="training", gpus=1, workers=1):
+    body = {"kind": kind, "queue": "vision", "resources": {"gpu": gpus, "cpu": 4, "memory": "16Gi"},
+            "workers": workers, "gpu_model": "a100", "metadata": {"job": job}}
+    r = hub.call("POST", "/workloads", hub.tokens[user], json=body)
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def get(hub, wid):
+    r = hub.call("GET", f"/workloads/{wid}", hub.tokens["ada"])
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def state_is(hub, wid, *states):
+    w = get(hub, wid)
+    return w if w["state"] in states else None
+
+
+def one(hub, plural, wid):
+    objs = [o for o in hub.cluster.objects(plural, NS) if o["metadata"]["labels"].get("computehub/workload") == wid]
+    return objs[0] if len(objs) == 1 else None
+
+
+def env_of(container) -> dict:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env") or []}
+
+
+def test_training_job_runs_like_the_notebook_and_finishes(kc):
+    w = submit(kc, "alice", {"command": ["python", "train.py", "--epochs", "3"], "workdir": "/home/jovyan/proj",
+                             "env": {"WANDB_MODE": "offline", "RANK": "5"}}, gpus=2)
+    wid = w["id"]
+    running = wait_for("running", lambda: state_is(kc, wid, "running"))
+    job = wait_for("the Job", lambda: one(kc, "jobs", wid))
+    node = running["placement"][0]["node"]
+    assert running["metadata"]["status"]["node"] == node
+    spec = job["spec"]["template"]["spec"]
+    c = spec["containers"][0]
+    assert job["metadata"]["name"] == f"ch-{wid}" and job["spec"]["completions"] == 1
+    assert spec["nodeName"] == node and c["resources"]["limits"]["nvidia.com/gpu"] == "2"
+    assert c["image"] == NOTEBOOK_IMAGE and c["command"] == ["python", "train.py", "--epochs", "3"]
+    assert c["workingDir"] == "/home/jovyan/proj"
+    assert spec["volumes"] == [{"name": "home", "persistentVolumeClaim": {"claimName": "claim-alice"}}]
+    assert c["volumeMounts"] == [{"name": "home", "mountPath": "/home/jovyan"}]     # not the hub's secret
+    assert spec["securityContext"] == {"fsGroup": 100}
+    assert c["securityContext"]["allowPrivilegeEscalation"] is False and c["securityContext"]["runAsUser"] == 1000
+    assert spec["priorityClassName"] == "computehub-training" and spec["terminationGracePeriodSeconds"] == 45
+    assert spec["automountServiceAccountToken"] is False
+    assert job["metadata"]["labels"]["computehub/user"] == "alice"
+    env = env_of(c)
+    assert env["WANDB_MODE"] == "offline" and env["COMPUTEHUB_WORKLOAD_ID"] == wid
+    assert env["COMPUTEHUB_CHECKPOINT_DIR"] == f"/home/jovyan/.computehub/checkpoints/{wid}"
+    assert env["WORLD_SIZE"] == "1" and isinstance(env["RANK"], dict)        # the user's RANK is not theirs to set
+    assert env["COMPUTEHUB_URL"] == "http://hub:8081/services/computehub"
+
+    kc.cluster.run(patch_status(kc.cluster, f"/apis/batch/v1/namespaces/{NS}/jobs/ch-{wid}/status",
+                                {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}))
+    done = wait_for("finished", lambda: state_is(kc, wid, "finished", "failed"))
+    assert done["state"] == "finished" and done["exit_code"] == 0, done
+
+
+def test_two_worker_job_is_indexed_with_a_headless_service_and_can_fail(kc):
+    w = submit(kc, "bob", {"command": ["torchrun", "--nnodes=2", "{script}"], "script": "print('rank')\n"},
+               gpus=4, workers=2)
+    wid = w["id"]
+    running = wait_for("running", lambda: state_is(kc, wid, "running"))
+    job = wait_for("the Job", lambda: one(kc, "jobs", wid))
+    svc = one(kc, "services", wid)
+    name = f"ch-{wid}"
+    assert job["spec"]["completionMode"] == "Indexed"
+    assert job["spec"]["completions"] == job["spec"]["parallelism"] == 2
+    spec = job["spec"]["template"]["spec"]
+    assert spec["subdomain"] == name and svc["spec"]["clusterIP"] == "None"
+    nodes = sorted({a["node"] for a in running["placement"]})
+    assert nodes == ["kube-gpu-1", "kube-gpu-2"]
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": nodes}]}]
+    c = spec["containers"][0]
+    env = env_of(c)
+    assert env["MASTER_ADDR"] == f"{name}-0.{name}.{NS}.svc" and env["MASTER_PORT"] == "29500"
+    assert env["WORLD_SIZE"] == "2"
+    assert env["RANK"] == {"fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}
+    assert c["image"] == "quay.io/jupyter/base-notebook:latest"        # bob has no notebook pod: the default
+    assert c["command"] == ["torchrun", "--nnodes=2", "/computehub/script/script.py"]
+    cm = one(kc, "configmaps", wid)
+    assert cm["data"] == {"script.py": "print('rank')\n"}
+    assert len([p for p in kc.cluster.objects("pods", NS)
+                if p["metadata"]["labels"].get("computehub/workload") == wid]) == 2
+
+    kc.cluster.run(patch_status(kc.cluster, f"/apis/batch/v1/namespaces/{NS}/jobs/{name}/status",
+                                {"failed": 1, "conditions": [{"type": "Failed", "status": "True",
+                                                              "reason": "BackoffLimitExceeded",
+                                                              "message": "Job has reached the specified backoff limit"}]}))
+    done = wait_for("failed", lambda: state_is(kc, wid, "finished", "failed"))
+    assert done["state"] == "failed" and "BackoffLimitExceeded" in done["reason"], done
+
+
+def test_cancel_deletes_pods_with_grace_then_the_objects(kc):
+    w = submit(kc, "alice", {"command": ["sleep", "infinity"]}, gpus=1)
+    wid = w["id"]
+    wait_for("running", lambda: state_is(kc, wid, "running"))
+    wait_for("its pod", lambda: one(kc, "pods", wid))
+    r = kc.call("DELETE", f"/workloads/{wid}", kc.tokens["alice"])
+    assert r.status_code == 200, r.text
+    wait_for("the pod deleted", lambda: one(kc, "pods", wid) is None and one(kc, "jobs", wid) is None)
+    deletes = kc.cluster.call(lambda: [rq for rq in kc.cluster.emulator
+                                       if rq.method == "DELETE" and rq.resource is not None
+                                       and rq.resource.plural == "pods" and (rq.name or "").startswith(f"ch-{wid}")])
+    assert deletes and all(rq.params.get("gracePeriodSeconds") == "7" for rq in deletes), \
+        [rq.params for rq in deletes]
+    assert state_is(kc, wid, "cancelled")
+
+
+def test_inference_is_a_deployment_and_service_ready_when_its_probe_passes(kc):
+    w = submit(kc, "alice", {"command": "python -m http.server $PORT", "port": 8000}, kind="inference")
+    wid = w["id"]
+    wait_for("running", lambda: state_is(kc, wid, "running"))
+    dep = wait_for("the Deployment", lambda: one(kc, "deployments", wid))
+    svc = one(kc, "services", wid)
+    c = dep["spec"]["template"]["spec"]["containers"][0]
+    assert c["command"] == ["/bin/sh", "-c", "python -m http.server $PORT"] and env_of(c)["PORT"] == "8000"
+    assert c["readinessProbe"]["tcpSocket"]["port"] == 8000
+    assert dep["spec"]["template"]["spec"]["restartPolicy"] == "Always"
+    assert dep["spec"]["template"]["spec"]["priorityClassName"] == "computehub-inference"
+    assert svc["spec"]["ports"] == [{"name": "http", "port": 80, "targetPort": 8000}]
+    assert not get(kc, wid)["metadata"]["status"].get("ready")
+    kc.cluster.run(patch_status(kc.cluster, f"/apis/apps/v1/namespaces/{NS}/deployments/ch-{wid}/status",
+                                {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1}))
+    ready = wait_for("ready", lambda: get(kc, wid)["metadata"]["status"].get("ready") and get(kc, wid))
+    assert ready["metadata"]["status"]["endpoint"] == f"http://ch-{wid}.{NS}.svc:80"
+    r = kc.call("DELETE", f"/workloads/{wid}", kc.tokens["alice"])
+    assert r.status_code == 200, r.text
+    wait_for("the Deployment and Service deleted", lambda: one(kc, "deployments", wid) is None
+             and one(kc, "services", wid) is None)
+
+
+def test_every_manifest_validates(kc):
+    assert K8S_VERSION in all_versions(), f"kubernetes-validate bundles no schema for {K8S_VERSION}"
+    created = [m for m in kc.cluster.created() if (m.get("metadata") or {}).get("name", "").startswith("ch-")
+               and m["kind"] != "Pod"]          # pods here are the test's job controller's
+    assert {m["kind"] for m in created} >= {"Job", "Service", "ConfigMap", "Deployment"}
+    for m in created:
+        validate(m, K8S_VERSION, strict=True)
+    kc.cluster.check()
