@@ -12,7 +12,7 @@ import sys
 import time
 from urllib.parse import quote
 
-from traitlets import Bool, Int, Unicode
+from traitlets import Bool, Int
 
 from .cli import UsageError
 from .cli_client import ClientCommand, SubmitApp, gpus_of, table
@@ -103,7 +103,8 @@ computehub infer --gpus 1 --port 8080 --replicas 2 -- ./serve.sh
 
 class JobsApp(ClientCommand):
     name = "computehub jobs"
-    description = "Your training, batch and inference jobs with state, queue position and reason (--all: ended ones too)."
+    description = ("Your training, batch and inference jobs with state, queue position and reason "
+                   "(--all: ended ones too).")
     all = Bool(False, help="Include jobs that ended.").tag(config=True)
     flags = {**ClientCommand.flags, "all": ({"JobsApp": {"all": True}}, "Include jobs that ended.")}
 

@@ -221,6 +221,9 @@ class LocalLauncher(LauncherBackend):
         os.makedirs(self.state_dir, exist_ok=True)
         n = int(workload.get("workers") or 1)
         inference = workload.get("kind") == "inference"
+        if inference and job.port and n > 1:
+            raise LaunchError(f"{n} replicas cannot all listen on port {job.port} on one machine; "
+                              "leave the port to the launcher ($PORT)")
         master_port = free_port(self.host)
         env0 = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": os.environ.get("LANG", "C.UTF-8"),
                 "PYTHONUNBUFFERED": "1"}

@@ -175,6 +175,9 @@ class LauncherApp(Application):
             t.workload = w
             if t.busy:
                 continue
+            if w["state"] == "admitted":            # started, but "running" did not reach the service
+                await self.report(wid, "running")
+                continue
             if w["state"] == "preempting":
                 t.busy = True
                 self.spawn(self.halt(wid, t, self.preempt_grace, report="stopped"))
@@ -252,7 +255,11 @@ class LauncherApp(Application):
         """Stop a workload's processes and (optionally) report how it ended."""
         self.stopping_ids.add(wid)
         try:
-            ended = await self.backend.stop(t.workload, grace)
+            try:
+                ended = await self.backend.stop(t.workload, grace)
+            except Exception:
+                t.busy = False                    # tried again at the next look
+                raise
             self.tracked.pop(wid, None)
             self.log.info("%s: stopped (%s)", wid, report or "no longer held by the service")
             if report == "stopped":

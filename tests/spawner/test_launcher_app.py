@@ -14,6 +14,7 @@ gives single-user servers' tokens the scopes %submit needs.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -61,8 +62,6 @@ def kill_jobs(hub: RealHub) -> None:
         os.kill(pid, signal.SIGKILL)
     state = hub.data_dir / "launcher"
     for rec in state.glob("*.json") if state.exists() else ():
-        import json
-
         for w in json.loads(rec.read_text())["workers"]:
             try:
                 os.killpg(w["pid"], signal.SIGKILL)
@@ -221,7 +220,7 @@ def test_cli_run_jobs_and_logs_follow(lhub):
     """`computehub run -- COMMAND` in a folder, then `computehub logs ID --follow` until it ends."""
     hub, work = lhub
     env = dict(os.environ, COMPUTEHUB_URL=hub.service_url, COMPUTEHUB_TOKEN=hub.tokens["carol"])
-    cli = [sys.executable, "-m", "hub_ext", ]
+    cli = [sys.executable, "-m", "hub_ext"]
     out = subprocess.run(cli + ["run", "--queue", "nlp", "--gpus", "1", "--", sys.executable, "-c",
                                 "import os, time; time.sleep(1); print('cli job in', os.getcwd())"],
                          cwd=work, env=env, capture_output=True, text=True, timeout=60)
