@@ -40,7 +40,7 @@ time.sleep(600)
 WRITER = """import os, time
 open("out.txt", "w").write("gpus=" + os.environ["CUDA_VISIBLE_DEVICES"])
 print("wrote out.txt", flush=True)
-time.sleep(3)
+time.sleep(5)
 """
 RANKS = """import os, time
 keys = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "CUDA_VISIBLE_DEVICES")
@@ -277,3 +277,13 @@ def test_cell_magic_runs_the_cell_as_the_job(setup):
     w = wait_for("it to finish", lambda: (lambda w: w["state"] == "finished" and w)(
         hub.call("GET", f"/workloads/{wid}", hub.tokens["alice"]).json()), 30)
     assert w["name"] == "from-a-cell" and w["exit_code"] == 0
+
+
+def test_a_failed_job_shows_its_exit_code_and_last_lines(setup):
+    _, _, k = setup
+    out = k.run("%%submit --gpus 0\nprint('loss is nan, giving up', flush=True)\nraise SystemExit(3)\n")
+    job_id(k, out)
+    did = out["display_ids"][0]
+    shown = wait_for("the failure in the display",
+                     lambda: [t for t in k.display_texts(did) if "failed, exit code 3" in t], 60)
+    assert "loss is nan, giving up" in shown[-1], shown
