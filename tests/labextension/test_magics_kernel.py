@@ -42,6 +42,20 @@ open("out.txt", "w").write("gpus=" + os.environ["CUDA_VISIBLE_DEVICES"])
 print("wrote out.txt", flush=True)
 time.sleep(5)
 """
+ECHO = """import json, os
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+class Echo(BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = json.dumps({"path": self.path, "headers": dict(self.headers)}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Set-Cookie", "sneaky=1; Path=/")
+        self.end_headers()
+        self.wfile.write(body)
+
+HTTPServer(("127.0.0.1", int(os.environ["PORT"])), Echo).serve_forever()
+"""
 RANKS = """import os, time
 keys = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "CUDA_VISIBLE_DEVICES")
 line = " ".join(k + "=" + os.environ[k] for k in keys) + " t=%f" % time.time()
@@ -130,7 +144,7 @@ def setup(tmp_path_factory):
     try:
         hub.start()
         wait_for("the launcher", lambda: launcher_pids(hub), 60)
-        for name, text in (("sleeper.py", SLEEPER), ("write.py", WRITER), ("ranks.py", RANKS)):
+        for name, text in (("sleeper.py", SLEEPER), ("write.py", WRITER), ("ranks.py", RANKS), ("echo.py", ECHO)):
             (work / name).write_text(text)
         (work / "site").mkdir()
         (work / "site" / "hello.txt").write_text("hello from the service")
@@ -235,6 +249,23 @@ def test_serve_answers_through_the_proxy_with_a_token_only(setup):
     k.run(f"%cancel {wid}")
     r = requests.get(url + "hello.txt", headers={"Authorization": f"token {hub.tokens['alice']}"}, timeout=10)
     assert r.status_code == 404, r.text
+
+
+def test_serve_forwards_without_hub_credentials_and_lets_admins_in(setup):
+    hub, work, k = setup
+    wid = job_id(k, k.run("%serve --gpus 0 python echo.py"))
+    wait_for("the URL", lambda: re.search(rf"{wid} is ready at (\S+)", k.all_stdout()), 60)
+    url = f"{hub.service_url}/serve/{wid}/"
+    r = requests.get(url + "some/path?q=1", headers={"Authorization": f"token {hub.tokens['ada']}",
+                                                      "Cookie": "jupyterhub-session-id=secret"}, timeout=10)
+    assert r.status_code == 200, r.text
+    seen = r.json()
+    assert seen["path"] == "/some/path?q=1"
+    names = {h.lower(): v for h, v in seen["headers"].items()}
+    assert "authorization" not in names and "cookie" not in names, names
+    assert names["x-forwarded-user"] == "ada" and names["x-forwarded-prefix"] == f"/services/computehub/serve/{wid}/"
+    assert "sneaky" not in r.headers.get("Set-Cookie", "")
+    k.run(f"%cancel {wid}")
 
 
 @pytest.mark.parametrize("line, says", [
