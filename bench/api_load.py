@@ -202,13 +202,13 @@ def batch_sizes(hub: RealHub, db_url: str | None, tags: list[str]) -> dict[str, 
     return out
 
 
-async def get_phase(base: str, token: str, params: dict, repeat: int) -> dict:
+async def get_phase(base: str, token: str, params: dict, repeat: int, path: str = "/workloads") -> dict:
     lat = []
     size = 0
     async with aiohttp.ClientSession(headers={"Authorization": f"token {token}"}) as s:
         for i in range(repeat + 1):
             t0 = time.perf_counter()
-            async with s.get(base + "/workloads", params=params) as r:
+            async with s.get(base + path, params=params) as r:
                 body = await r.read()
                 assert r.status == 200, (r.status, body[:300])
             if i:                       # the first one warms the connection
@@ -294,6 +294,15 @@ async def main_async(hub: RealHub, args) -> None:
             res.update(route=route, who=who, what="limit=10000" if params else "default page",
                        pending=pending)
             lists.append(res)
+    # Position queries: one workload halfway down the line explains itself (position, ETA, reason).
+    async with aiohttp.ClientSession(headers={"Authorization": f"token {admin}"}) as s:
+        async with s.get(direct + "/workloads", params={"state": "pending", "limit": 1,
+                                                        "offset": pending // 2}) as r:
+            middle = (await r.json())["workloads"][0]["id"]
+    for route, base in (("proxy", proxy), ("direct", direct)):
+        res = await get_phase(base, admin, {}, max(5, args.list_repeat // 5), path=f"/workloads/{middle}")
+        res.update(route=route, who="admin", what="one, position", pending=pending)
+        lists.append(res)
     # Submissions on top of the big backlog (each scheduling cycle now walks it).
     for route, base in (("proxy", proxy), ("direct", direct)):
         res = await phase(route, base, 8, "-backlog")
@@ -303,6 +312,11 @@ async def main_async(hub: RealHub, args) -> None:
         r["batch"] = batches[r["tag"]]
 
     print_table(rows, lists, args)
+    out = Path(__file__).resolve().parent / "results" / "api.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"submissions": [{k: v for k, v in r.items() if k != "ids"} for r in rows],
+                               "lists": lists}, indent=1, default=str))
+    print(f"results: {out}")
 
 
 def print_table(rows, lists, args) -> None:
@@ -314,7 +328,8 @@ def print_table(rows, lists, args) -> None:
         print(f"{r['route']:7} {r['clients']:7d} {r['pending']:8d} {r['rate']:8.1f} {r['p50']:7.1f} {r['p99']:7.1f} "
               f"{sum(r['errors'].values()):6d} {r['batch']:6.1f}  "
               f"{c['service']:.0f}/{c['hub']:.0f}/{c['proxy']:.0f}/{c['client']:.0f}")
-    print(f"\nlisting (GET /workloads) with {lists[0]['pending']} pending")
+    print(f"\nlisting (GET /workloads) and a position query (GET /workloads/{{id}} halfway down the line, "
+          f"with position, ETA and reason) with {lists[0]['pending']} pending")
     print(f"{'route':7} {'caller':6} {'request':13} {'n':>4} {'p50 ms':>8} {'p99 ms':>8} {'bytes':>9}")
     for r in lists:
         print(f"{r['route']:7} {r['who']:6} {r['what']:13} {r['n']:4d} {r['p50']:8.1f} {r['p99']:8.1f} "

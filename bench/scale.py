@@ -1,11 +1,14 @@
 """Scale benchmark: how long one scheduling cycle takes with many pending workloads.
 
-    python bench/scale.py                        # 100 and 1,000 nodes × 1k, 10k, 50k pending
+    python bench/scale.py                        # 100, 1,000, 5,000 nodes × 1k, 10k, 50k pending (~15 min)
+    python bench/scale.py --quick                # 100, 1,000 nodes × 1k, 10k pending (~1 min)
     python bench/scale.py --nodes 1000 --pending 10000 --cycles 30
     python bench/scale.py --nodes 1000 --pending 10000 --profile   # where the time goes
 
-Each configuration drives the real ``Scheduler`` facade (in-memory store, no events):
-8 team queues under one organisation with equal GPU guarantees, three priority
+Each configuration runs in its own child process (so its peak memory is its own) and
+drives the real ``Scheduler`` facade (in-memory store, no events): 8 team queues under
+one organisation with equal GPU guarantees and a limit of half the cluster each, fair
+share on (the default engine configuration), three priority
 classes (notebooks inside guarantee, training, preemptible batch), requests of
 1/2/4/8 GPUs and some gangs of 2 or 4 whole nodes, with declared run-time limits.
 
@@ -16,15 +19,22 @@ classes (notebooks inside guarantee, training, preemptible batch), requests of
    running work finishes (and preemption victims stop) and new work arrives, so each
    cycle admits some. Only ``cycle()`` is timed; the median of the cycles is reported.
 
+Peak memory is the child's maximum resident set size (``getrusage``). The growth
+exponent is the least-squares slope of log(median cycle) over log(pending) per node count
+(n·log n between 1k and 50k pending fits an exponent of about 1.2).
+
 Target (issue): median cycle ≤ 100 ms with 10,000 pending on 1,000 nodes, growing no
-faster than n·log n in the number pending.
+faster than n·log n in the number pending. Writes bench/results/scale.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import multiprocessing
 import random
+import resource
 import statistics
 import sys
 import time
@@ -36,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 from scheduler import EngineConfig, MemoryStore, Scheduler  # noqa: E402
 from scheduler.model import PREEMPTING  # noqa: E402
 
+RESULTS = ROOT / "bench" / "results"
 TEAMS = 8
 USERS_PER_TEAM = 10
 TARGET_MS = 100.0
@@ -58,8 +69,8 @@ class Workbench:
         gpus = nodes * 8
         self.sched.put_queue({"name": "org"}, now=0)
         for t in range(TEAMS):
-            self.sched.put_queue({"name": f"team-{t}", "parent": "org", "guaranteed": {"gpu": gpus // TEAMS}},
-                                 now=0)
+            self.sched.put_queue({"name": f"team-{t}", "parent": "org", "guaranteed": {"gpu": gpus // TEAMS},
+                                  "limit": {"gpu": max(gpus // 2, 32)}}, now=0)   # at least the largest gang
         self.weights = [m[0] for m in MIX]
 
     def submit(self, n: int) -> None:
@@ -132,37 +143,61 @@ def measure(nodes: int, pending: int, cycles: int, churn: float, profile: bool =
         pstats.Stats(prof).sort_stats("tottime").print_stats(12)
     return {"nodes": nodes, "pending": pending, "build_s": build_s, "fill_admitted": admitted,
             "fill_cycles": fill_cycles, "fill_s": spent, "admissions_per_s": admitted / spent if spent else 0.0,
-            "full": full, "median_ms": statistics.median(times) * 1000, "p90_ms": _p90(times) * 1000,
-            "admitted_per_cycle": statistics.mean(adm), "pending_after": len(wb.sched.state.pending)}
+            "full": full, "median_ms": statistics.median(times) * 1000, "p95_ms": _pct(times, 95) * 1000,
+            "admitted_per_cycle": statistics.mean(adm), "pending_after": len(wb.sched.state.pending),
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
-def _p90(xs):
+def _pct(xs, q):
     xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(0.9 * (len(xs) - 1))))]
+    return xs[min(len(xs) - 1, int(round(q / 100 * (len(xs) - 1))))]
+
+
+def isolated(nodes: int, pending: int, cycles: int, churn: float) -> dict:
+    """``measure`` in a fresh child process, so that peak memory is this configuration's."""
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(1, maxtasksperchild=1) as pool:
+        return pool.apply(measure, (nodes, pending, cycles, churn))
+
+
+def exponent(rows: list[dict]) -> float | None:
+    """Least-squares slope of log(median ms) over log(pending)."""
+    pts = [(math.log(r["pending"]), math.log(r["median_ms"])) for r in rows if r["median_ms"] > 0]
+    if len(pts) < 2:
+        return None
+    mx = sum(x for x, _ in pts) / len(pts)
+    my = sum(y for _, y in pts) / len(pts)
+    sxx = sum((x - mx) ** 2 for x, _ in pts)
+    return sum((x - mx) * (y - my) for x, y in pts) / sxx if sxx else None
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--nodes", default="100,1000", help="comma-separated node counts (8 GPUs each)")
+    ap.add_argument("--nodes", default="100,1000,5000", help="comma-separated node counts (8 GPUs each)")
     ap.add_argument("--pending", default="1000,10000,50000", help="comma-separated pending counts")
     ap.add_argument("--cycles", type=int, default=15, help="steady-state cycles per configuration")
     ap.add_argument("--churn", type=float, default=0.02, help="fraction of running work ending between cycles")
     ap.add_argument("--profile", action="store_true", help="cProfile the steady-state cycles")
+    ap.add_argument("--quick", action="store_true", help="only 100 and 1,000 nodes × 1k and 10k pending")
+    ap.add_argument("--json", metavar="FILE", default=str(RESULTS / "scale.json"), help="where to write results")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.nodes, args.pending = "100,1000", "1000,10000"
     nodes = [int(x) for x in args.nodes.split(",")]
     pendings = [int(x) for x in args.pending.split(",")]
     rows = []
-    head = (f"{'nodes':>6} {'pending':>8} {'median ms':>10} {'p90 ms':>8} {'adm/cycle':>9} "
-            f"{'fill adm':>8} {'adm/s':>8} {'full':>6} {'build s':>8}")
+    head = (f"{'nodes':>6} {'pending':>8} {'median ms':>10} {'p95 ms':>8} {'adm/cycle':>9} "
+            f"{'fill adm':>8} {'adm/s':>8} {'full':>6} {'peak MB':>8} {'build s':>8}")
     print(head)
     print("-" * len(head))
     for n in nodes:
         for p in pendings:
-            r = measure(n, p, args.cycles, args.churn, args.profile)
+            r = measure(n, p, args.cycles, args.churn, True) if args.profile else \
+                isolated(n, p, args.cycles, args.churn)
             rows.append(r)
-            print(f"{r['nodes']:>6} {r['pending']:>8} {r['median_ms']:>10.1f} {r['p90_ms']:>8.1f} "
+            print(f"{r['nodes']:>6} {r['pending']:>8} {r['median_ms']:>10.1f} {r['p95_ms']:>8.1f} "
                   f"{r['admitted_per_cycle']:>9.1f} {r['fill_admitted']:>8} {r['admissions_per_s']:>8.0f} "
-                  f"{r['full']:>6.1%} {r['build_s']:>8.1f}", flush=True)
+                  f"{r['full']:>6.1%} {r['peak_rss_mb']:>8.0f} {r['build_s']:>8.1f}", flush=True)
     print("\nGrowth with pending (measured ratio vs n·log n ratio):")
     for n in nodes:
         rs = sorted((r for r in rows if r["nodes"] == n), key=lambda r: r["pending"])
@@ -171,11 +206,20 @@ def main(argv=None) -> int:
             got = b["median_ms"] / a["median_ms"]
             print(f"  {n:>5} nodes: {b['pending']:>6} vs {a['pending']:>6} pending: ×{got:.2f} "
                   f"(n·log n: ×{nlogn:.2f}) {'ok' if got <= nlogn * 1.1 else 'FASTER THAN n·log n'}")
+        e = exponent(rs)
+        if e is not None:
+            print(f"  {n:>5} nodes: fitted exponent {e:.2f} (cycle time ∝ pending^{e:.2f})")
+            for r in rs:
+                r["growth_exponent"] = e
     for r in rows:
         if r["nodes"] == 1000 and r["pending"] == 10000:
             ok = r["median_ms"] <= TARGET_MS
             print(f"\nTarget: 10,000 pending on 1,000 nodes: median {r['median_ms']:.1f} ms "
                   f"(≤ {TARGET_MS:.0f} ms: {'met' if ok else 'MISSED'})")
+    out = Path(args.json)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"rows": rows, "target_ms": TARGET_MS}, indent=1))
+    print(f"results: {out}")
     return 0
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from traitlets import Bool, Enum, Float, Int, Unicode
 
-from scheduler.replay import (DECLARED_LIMITS, POLICIES, SAMPLE_TRACE, default_capacity, load, simulate,
-                              table)
+from scheduler.replay import (DECLARED_LIMITS, FREE, OVERESTIMATE, POLICIES, SAMPLE_TRACE, Restart,
+                              default_capacity, load, simulate, table)
 from scheduler.replay.simulate import StuckError, check_fits
 
 from .cli import Command, UsageError
@@ -53,10 +53,11 @@ def _capacity(jobs, given: int) -> tuple[int, str]:
     return given, "given"
 
 
-def _replay(jobs, capacity: int, policy: str, teams: int, limits: str, after_cycle=None) -> dict:
+def _replay(jobs, capacity: int, policy: str, teams: int, limits: str, after_cycle=None,
+            restart: Restart = FREE, overestimate: float = OVERESTIMATE) -> dict:
     try:
         return simulate(jobs, capacity, policy, n_teams=teams, declared_limits=limits,
-                        after_cycle=after_cycle)
+                        after_cycle=after_cycle, restart=restart, overestimate=overestimate)
     except StuckError as e:      # an engine bug, not the caller's: say so plainly
         raise SystemExit(f"computehub: replay failed (scheduler bug, please report): {e}") from None
 
@@ -82,9 +83,18 @@ computehub simulate --trace cluster04.csv --capacity-gpus 624 --policy default -
                    "is fifo).").tag(config=True)
     teams = Int(4, help="Number of tenant teams (count) derived from job ids; each gets an equal GPU "
                 "guarantee under the default policy.").tag(config=True)
-    declared_limits = Enum(list(DECLARED_LIMITS), default_value="oracle",
-                           help="Run-time limits jobs declare (for backfill, SJF and ETAs): 'oracle' = "
-                           "their real duration in seconds, 'none' = no limit.").tag(config=True)
+    declared_limits = Enum(list(DECLARED_LIMITS), default_value="policy",
+                           help="Run-time limits jobs declare (for backfill, SJF, SRTF and ETAs): 'oracle' = "
+                           "their real duration in seconds; 'estimate' = duration × a per-job over-estimate "
+                           "factor in [1, --overestimate]; 'none' = no limit; 'policy' = each policy's own "
+                           "(oracle for sjf and srtf, estimate for default and default-xf, none for the "
+                           "rest).").tag(config=True)
+    overestimate = Float(OVERESTIMATE, help="Largest over-estimate factor of declared limits (≥ 1) with "
+                         "'estimate': each job's factor is uniform in [1, this], derived from its id.").tag(config=True)
+    restart_cost = Float(60.0, help="Seconds a preempted job spends restarting before it makes progress "
+                         "again (0 with --checkpoint-every 0 = free preemption).").tag(config=True)
+    checkpoint_every = Float(1800.0, help="Seconds of progress between a job's checkpoints; a preemption "
+                             "loses the work since the last one (0 = nothing lost).").tag(config=True)
     max_jobs = Int(0, help="Replay only the first N jobs (count) of the trace; 0 = all.").tag(config=True)
     json = Bool(False, help="Print the metrics as JSON instead of a table.").tag(config=True)
 
@@ -95,6 +105,9 @@ computehub simulate --trace cluster04.csv --capacity-gpus 624 --policy default -
         "teams": "SimulateApp.teams",
         "declared-limits": "SimulateApp.declared_limits",
         "max-jobs": "SimulateApp.max_jobs",
+        "overestimate": "SimulateApp.overestimate",
+        "restart-cost": "SimulateApp.restart_cost",
+        "checkpoint-every": "SimulateApp.checkpoint_every",
     }
     flags = {
         "json": ({"SimulateApp": {"json": True}}, "Print the metrics as JSON instead of a table."),
@@ -110,13 +123,21 @@ computehub simulate --trace cluster04.csv --capacity-gpus 624 --policy default -
         self.refuse_extra_args()
         path, jobs = _load_trace(self.trace, self.teams, self.max_jobs)
         capacity, rule = _capacity(jobs, self.capacity_gpus)
-        results = [_replay(jobs, capacity, p, self.teams, self.declared_limits) for p in self.policies()]
+        if not self.overestimate >= 1:
+            raise UsageError(f"--overestimate must be at least 1, not {self.overestimate:g}")
+        try:
+            restart = Restart(self.restart_cost, self.checkpoint_every)
+        except ValueError as e:
+            raise UsageError(f"--restart-cost/--checkpoint-every: {e}") from None
+        results = [_replay(jobs, capacity, p, self.teams, self.declared_limits, restart=restart,
+                           overestimate=self.overestimate) for p in self.policies()]
         if self.json:
             print(json.dumps({"trace": path.name, "capacity_gpus": capacity, "capacity_rule": rule,
                               "results": results}, indent=2, default=_json_default))
             return 0
         print(table(results, title=f"{path.name}: {len(jobs)} jobs on {capacity} GPUs ({rule}); "
-                                   f"{self.teams} teams; declared limits: {self.declared_limits}"))
+                                   f"{self.teams} teams; declared limits: {self.declared_limits}; "
+                                   f"preemption cost: {restart.describe()}"))
         return 0
 
 

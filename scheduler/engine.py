@@ -147,8 +147,9 @@ class Engine:
         reserved: dict = {}
         shadow: float | None = math.inf
         strict: Workload | None = None
-        # Reservations held only by borrowers do not hold back other queues' guaranteed work.
-        borrowed_rsv, rsv_queues = True, set()
+        # A reservation never holds back work another queue is owed (within its guarantee), and one
+        # for work larger than its queue's whole guarantee (it can only ever borrow) holds back no owed work.
+        rsv_queues: set[str] = set()
         owed = st.tree.within_guarantee
         for w in order:
             if strict is not None:
@@ -157,7 +158,7 @@ class Engine:
             cls = st.classes[w.priority]
             use_reserved = not res.reservations or (
                 w.time_limit is not None and shadow is not None and now + w.time_limit <= shadow) or (
-                borrowed_rsv and w.queue not in rsv_queues and owed(w.queue, w.total) is None)
+                w.queue not in rsv_queues and owed(w.queue, w.total) is None)
             rsv = None if use_reserved else reserved
             settled = backfill_mode == "skip" or len(res.reservations) >= n_reservations
             if settled and self._known_to_fail(w, cls, rsv, res):
@@ -180,8 +181,9 @@ class Engine:
                         and out.code == CAPACITY:
                     r = backfill.reserve(st.inventory, list(st.holding.values()), w, now, reserved)
                     res.reservations.append(r)
-                    borrowed_rsv = borrowed_rsv and owed(w.queue, w.total) is not None
-                    rsv_queues.add(w.queue)
+                    if not any(v > st.tree.guaranteed[w.queue].get(k, 0) for k, v in w.total.items()
+                               if k in st.tree.governed[w.queue]):
+                        rsv_queues.add(w.queue)
                     backfill.merge(reserved, r.nodes)
                     shadow = None if (shadow is None or r.shadow is None) else min(shadow, r.shadow)
 

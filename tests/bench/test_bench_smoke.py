@@ -1,0 +1,99 @@
+"""A short smoke run of the benchmarks (not their figures): every replay policy on a small real
+trace with the realistic preemption cost, checked for the scheduler's invariants after every
+cycle; ``computehub bench replay`` and ``computehub bench scale`` through the console script on
+tiny inputs; and the command's one-line errors. Nothing is emulated (no GPUs are involved:
+replay and the scale benchmark drive the scheduler directly)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from scheduler.invariants import violations
+from scheduler.replay import POLICIES, REALISTIC, SAMPLE_TRACE, load, run, summarize
+from scheduler.replay.guarantee import GuaranteeWatch
+
+JOBS = 150
+CAPACITY = 16
+
+
+def computehub() -> str:
+    exe = shutil.which("computehub", path=os.path.dirname(sys.executable)) or shutil.which("computehub")
+    if exe is None:
+        pytest.fail("the computehub console script is not installed; run `pip install -e .`", pytrace=False)
+    return exe
+
+
+@pytest.fixture(scope="module")
+def jobs():
+    return load(SAMPLE_TRACE, limit=JOBS)
+
+
+@pytest.mark.parametrize("policy", list(POLICIES))
+def test_every_policy_keeps_the_invariants_and_finishes_every_job(jobs, policy):
+    broken = []
+
+    def check(sched, now, res, of):
+        broken.extend(violations(sched.state))
+
+    watch = GuaranteeWatch(then=check)
+    out = run(jobs, CAPACITY, policy, declared_limits="policy", restart=REALISTIC, after_cycle=watch)
+    assert broken == []
+    m = summarize(out)
+    guarantee = watch.finish(max(r.finish for r in out.records))
+    assert m["jobs"] == JOBS
+    for r in out.records:
+        assert r.finish is not None and r.first_admit is not None
+        assert r.finish >= r.job.submit + r.job.duration - 1e-6
+        # Preemption costs: what was lost is held on top of the job's own GPU-seconds.
+        assert r.busy_gpu_seconds == pytest.approx(r.job.gpus * r.job.duration + r.lost_gpu_seconds)
+        assert (r.lost_gpu_seconds > 0) == (r.preemptions > 0) or r.lost_gpu_seconds == 0
+    assert (m["preemptions"] == 0) == (not POLICIES[policy].config.preemption) or m["preemptions"] == 0
+    if POLICIES[policy].team_queues:
+        # Work a team is guaranteed starts within about one preempt_after (10 min) of being owed
+        # (bench/replay.py reports every wait beyond preempt_after + 60 s as a violation).
+        assert guarantee["guarantee_max_wait_s"] <= 2 * 600, guarantee
+
+
+def test_bench_replay_through_the_cli(tmp_path):
+    (tmp_path / "traces").mkdir()
+    shutil.copy(SAMPLE_TRACE, tmp_path / "traces" / "cluster05.csv")
+    out = tmp_path / "replay.json"
+    r = subprocess.run([computehub(), "bench", "replay", "--traces", str(tmp_path / "traces"), "--clusters", "05",
+                        "--max-jobs", "120", "--json", str(out)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(out.read_text())["cluster05"]
+    assert set(data["results"]) == set(POLICIES)
+    assert all(res["jobs"] == 120 for res in data["results"].values())
+    assert {t["target"][:7] for t in data["targets"]["default"]} >= {"avg JCT", "p99 JCT", "GPU uti", "no guar"}
+    assert "Average JCT in hours" in r.stdout and "target" in r.stdout
+
+
+def test_bench_scale_through_the_cli(tmp_path):
+    out = tmp_path / "scale.json"
+    r = subprocess.run([computehub(), "bench", "scale", "--nodes", "4", "--pending", "50,200", "--cycles", "3",
+                        "--json", str(out)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(out.read_text())["rows"]
+    assert [(x["nodes"], x["pending"]) for x in rows] == [(4, 50), (4, 200)]
+    assert all(x["median_ms"] > 0 and x["p95_ms"] >= x["median_ms"] and x["peak_rss_mb"] > 0 for x in rows)
+    assert all("growth_exponent" in x for x in rows)
+    assert "fitted exponent" in r.stdout
+
+
+@pytest.mark.parametrize("args, words", [
+    (["bench", "nope"], ["unknown benchmark", "'nope'"]),
+    (["bench"], ["scale", "replay", "slurm"]),
+])
+def test_bench_errors_are_one_line(args, words):
+    r = subprocess.run([computehub(), *args], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    text = r.stderr + r.stdout
+    assert "Traceback" not in text
+    for w in words:
+        assert w in text
