@@ -48,9 +48,12 @@ test: install postgres browser
 demo: install
 	$(VENV)/bin/computehub demo
 
+# Benchmarks (not tests): each writes bench/results/<name>.json; see bench/README.md.
 bench: install
-	$(PY) bench/scale.py
-	$(PY) bench/replay.py
+	$(VENV)/bin/computehub bench scale
+	$(VENV)/bin/computehub bench replay
+	$(VENV)/bin/computehub bench api
+	$(VENV)/bin/computehub bench slurm
 
 clean:
 	rm -rf $(VENV) .pytest_cache build dist *.egg-info
