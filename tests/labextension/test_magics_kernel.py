@@ -318,3 +318,15 @@ def test_a_failed_job_shows_its_exit_code_and_last_lines(setup):
     shown = wait_for("the failure in the display",
                      lambda: [t for t in k.display_texts(did) if "failed, exit code 3" in t], 60)
     assert "loss is nan, giving up" in shown[-1], shown
+
+
+def test_the_python_client_submits_waits_and_reads_logs(setup):
+    _, _, k = setup
+    out = k.run("from labextension import jobs\n"
+                "j = jobs.submit('write.py', gpus=0, time_limit='2m', name='from-python')\n"
+                "w = j.wait(timeout=90, every=0.5)\n"
+                "print(w['state'], w['exit_code'], w['time_limit'], 'wrote out.txt' in j.logs())\n"
+                "print(any(x['id'] == j.id for x in jobs.jobs(include_ended=True)))", timeout=120)
+    assert out["stdout"].split() == ["finished", "0", "120.0", "True", "True"], out
+    out = k.run("try:\n    jobs.submit('write.py', gpus=-2)\nexcept jobs.JobError as e:\n    print(e)")
+    assert out["stdout"].strip() == "gpus must be a whole number 0 or more, not -2", out
