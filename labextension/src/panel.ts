@@ -190,18 +190,23 @@ export class ComputeHubPanel extends Widget {
     }
     row.appendChild(el('div', 'jp-ComputeHub-facts', facts.join(' · ')));
     const reason = reasonText(w);
-    row.appendChild(el('div', 'jp-ComputeHub-reason', reason === stateWords(w.state) ? reason : `${stateWords(w.state)}: ${reason}`));
+    if (reason !== w.state) {
+      // "running" needs no words beyond its badge; everything else says why, in the scheduler's words.
+      const words = reason === stateWords(w.state) ? reason : `${stateWords(w.state)}: ${reason}`;
+      row.appendChild(el('div', 'jp-ComputeHub-reason', words));
+    }
     const gpu = this.store.gpu;
     if (here && w.state === 'running' && gpu?.available && gpu.devices.length) {
       row.appendChild(sparkline(meanHistory(gpu.devices)));
     }
-    row.appendChild(this.actions(w));
+    row.appendChild(this.actions(w, here));
     return row;
   }
 
-  private actions(w: Workload): HTMLElement {
+  private actions(w: Workload, here: boolean): HTMLElement {
     const bar = el('div', 'jp-ComputeHub-actions');
-    if (cancellable(w)) {
+    // This server's own workload is stopped from the hub's control panel, not from inside itself.
+    if (cancellable(w) && !here) {
       const armed = this.armed === w.id;
       const b = el('button', 'jp-ComputeHub-button jp-ComputeHub-cancel', armed ? 'Really cancel?' : 'Cancel');
       b.onclick = () => void this.cancel(w, armed);

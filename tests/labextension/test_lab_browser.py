@@ -1,0 +1,156 @@
+"""The ComputeHub status bar item and side panel in a real JupyterLab, in a real browser.
+
+A real JupyterHub + configurable-http-proxy + the ComputeHub service, the real
+QueuedSimpleLocalProcessSpawner starting alice's real JupyterLab (default_url
+/lab) with this repository's server and lab extensions, and Chromium (the
+Debian package, driven by Playwright) logged in through the hub's login form.
+
+Emulated: the GPUs (a declared simulated node "local" with 2 GPUs; NVML finds
+no driver here, so the panel says "No GPU visible"). The test also plays the
+job launcher: once alice's job is admitted it reports "running" through the
+REST API, as a launcher does (launchers are not part of this extension).
+
+alice's notebook holds GPU 0, bob's job GPU 1. alice submits a training job
+through the API: the status bar shows "Queued #1 · …" and the panel the
+scheduler's reason. bob's job is cancelled (the GPUs free up), alice's job is
+admitted and reported running: both views show it running within seconds,
+with no reload. Screenshots go to tmp_path and test-artifacts/lab/.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from playwright import sync_api
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spawner"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub_ext"))
+from localhub import hub_api, kill_servers, server_procs, spawner_config, wait_for, wait_ready  # noqa: E402
+from realhub import RealHub  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts" / "lab"
+SERVICE = """
+c.ComputeHubService.nodes = [
+    {"name": "local", "gpus": 2, "gpu_model": "sim", "cpu": 16, "memory": "64Gi",
+     "labels": {"computehub/simulated": "true"}},
+]
+c.ComputeHubService.initial_queues = [
+    {"name": "org"},
+    {"name": "vision", "parent": "org", "guaranteed": {"gpu": 2}, "limit": {"gpu": 2}, "groups": ["vision"]},
+    {"name": "nlp", "parent": "org", "groups": ["nlp"]},
+]
+"""
+
+
+@pytest.fixture
+def labhub(tmp_path):
+    h = RealHub(tmp_path, extra_service_config=SERVICE)
+    h.spawner_config = spawner_config(h) + """
+c.Spawner.default_url = "/lab"
+c.Spawner.start_timeout = 120
+"""
+    try:
+        h.start()
+        yield h
+    finally:
+        h.stop()
+        left = kill_servers(h)
+        assert not left, f"single-user servers left behind: {left}"
+
+
+def workload(hub, wid) -> dict:
+    r = hub.call("GET", f"/workloads/{wid}", hub.launcher_token)
+    r.raise_for_status()
+    return r.json()
+
+
+def shoot(page, tmp_path, name):
+    shots = tmp_path / "screenshots"
+    shots.mkdir(exist_ok=True)
+    path = shots / name
+    page.screenshot(path=str(path))
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(path, ARTIFACTS / name)
+    print(f"screenshot: {path} (copied to {ARTIFACTS / name})")
+
+
+def test_status_bar_and_panel_follow_a_queued_job_to_running(labhub, browser, tmp_path):
+    hub = labhub
+    # alice's JupyterLab holds GPU 0.
+    r = hub_api(hub, "POST", "/users/alice/server", "alice")
+    assert r.status_code in (201, 202), r.text
+    wait_ready(hub, "alice", timeout=150)
+    assert server_procs(hub)["alice"][1]["CUDA_VISIBLE_DEVICES"] == "0"
+    # bob's job holds GPU 1 (it declares 10 minutes, so alice's ETA is known).
+    r = hub.call("POST", "/workloads", hub.tokens["bob"],
+                 json={"name": "bob-train", "kind": "training", "resources": {"gpu": 1}, "time_limit": 600})
+    assert r.status_code == 201, r.text
+    bob_job = r.json()["id"]
+    wait_for("bob's job to be admitted", lambda: workload(hub, bob_job)["state"] == "admitted", 30)
+
+    ctx = browser.new_context(viewport={"width": 1400, "height": 850})
+    page = ctx.new_page()
+    page.set_default_timeout(60_000)
+    try:
+        page.goto(hub.url + "/hub/login?next=" + "/user/alice/lab")
+        page.fill("#username_input", "alice")
+        page.fill("#password_input", "pw")
+        page.click("#login_submit")
+        page.wait_for_url(re.compile(r".*/user/alice/lab.*"), timeout=90_000)
+        status = page.locator(".jp-ComputeHubStatus")
+        status.wait_for(timeout=120_000)     # JupyterLab loaded with our extension
+        sync_api.expect(status).to_have_text(re.compile(r"^ComputeHub · 1 running$"), timeout=30_000)
+
+        # alice submits a job through the API while both GPUs are busy.
+        r = hub.call("POST", "/workloads", hub.tokens["alice"],
+                     json={"name": "alice-train", "kind": "training", "resources": {"gpu": 1}})
+        assert r.status_code == 201, r.text
+        job = r.json()["id"]
+        w = wait_for("alice's job explained", lambda: (lambda x: x if x["state"] == "pending"
+                     and x["explanation"]["reason"] != "waiting for the next scheduling cycle" else None)(
+                         workload(hub, job)), 30)
+        assert w["explanation"]["position_in_queue"] == 1, w
+        sync_api.expect(status).to_have_text(re.compile(r"^Queued #1 · ~10 min$"), timeout=30_000)
+
+        status.click()                        # opens the panel
+        row = page.locator(f".jp-ComputeHub-workload[data-workload-id='{job}']")
+        sync_api.expect(row).to_be_visible(timeout=15_000)
+        assert row.get_attribute("data-state") == "pending"
+        sync_api.expect(row.locator(".jp-ComputeHub-reason")).to_have_text(
+            "waiting in the queue: " + w["explanation"]["reason"])
+        sync_api.expect(row.locator(".jp-ComputeHub-facts")).to_contain_text("position 1 of 1 · ETA ~10 min")
+        sync_api.expect(page.locator(".jp-ComputeHub-queue[data-queue='vision'] .jp-ComputeHub-facts")) \
+            .to_have_text("2 / 2 GPUs guaranteed · limit 2")
+        sync_api.expect(page.locator(".jp-ComputeHub-nogpu")).to_contain_text("No GPU visible")
+        shoot(page, tmp_path, "lab-queued.png")
+
+        # The GPUs free up: bob's job is cancelled; alice's is admitted and its launcher reports running.
+        assert hub.call("DELETE", f"/workloads/{bob_job}", hub.tokens["bob"]).status_code == 200
+        wait_for("alice's job to be admitted", lambda: workload(hub, job)["state"] == "admitted", 30)
+        r = hub.call("POST", f"/workloads/{job}/status", hub.launcher_token, json={"state": "running"})
+        assert r.status_code == 200 and r.json()["state"] == "running", r.text
+        t0 = time.monotonic()
+        sync_api.expect(row).to_have_attribute("data-state", "running", timeout=30_000)
+        sync_api.expect(status).to_have_text(re.compile(r"^ComputeHub · 2 running$"), timeout=30_000)
+        print(f"status bar and panel showed 'running' {time.monotonic() - t0:.1f} s after the report")
+        sync_api.expect(row.locator(".jp-ComputeHub-facts")).to_contain_text("local GPU 1")
+        shoot(page, tmp_path, "lab-running.png")
+
+        # Cancel from the panel (two clicks: the first asks to confirm).
+        row.locator(".jp-ComputeHub-cancel").click()
+        row.locator(".jp-ComputeHub-cancel", has_text="Really cancel?").click()
+        wait_for("alice's job to be cancelled", lambda: workload(hub, job)["state"] == "cancelled", 30)
+        sync_api.expect(row).to_have_attribute("data-state", "cancelled", timeout=30_000)
+    finally:
+        ctx.close()
+    r = hub_api(hub, "DELETE", "/users/alice/server", "alice")
+    assert r.status_code in (202, 204), r.text
+    wait_for("alice's server process to exit", lambda: "alice" not in server_procs(hub), 60)
