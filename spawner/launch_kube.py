@@ -146,7 +146,7 @@ class KubeLauncher(LauncherBackend):
         j = await self._read("Job", workload)
         if j is None:
             return Ended(1, "its Job was deleted outside ComputeHub", self.last_lines(workload))
-        for c in j.status.conditions or []:
+        for c in (j.status.conditions if j.status else None) or []:   # a new Job has no status yet
             if c.status == "True" and c.type in ("Complete", "SuccessCriteriaMet"):
                 await self._save_logs(workload)
                 return Ended(0, "all workers completed", self.last_lines(workload))

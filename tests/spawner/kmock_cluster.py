@@ -10,7 +10,8 @@ through an ordinary kubeconfig. This module fills kmock's known gaps:
   (and pods a ``Pending`` status), updates a new ``resourceVersion``;
 - ``labelSelector`` is honoured on lists and watches;
 - every manifest a client creates is recorded as sent (``created()``), for
-  kubernetes-validate.
+  kubernetes-validate;
+- ``pods/log`` answers 404 (nothing runs in containers here) instead of the pod.
 
 The test plays the kubelet: ``ProcessKubelet`` runs each new pod's command as a
 local process on its own loopback address (127.0.0.N, the pod IP) with the
@@ -86,6 +87,11 @@ class Emulator(kmock.KubernetesEmulator):
             elif request.action == kmock.action.UPDATE:
                 data.setdefault("metadata", {})["resourceVersion"] = str(next(_rv))
         return await super()._handle(request)
+
+    async def _serve_fetch(self, request):
+        if request.subresource == "log":       # no containers run here: no logs (not the pod's JSON)
+            raise kmock.KubernetesNotFoundError(message="the emulated API keeps no container logs")
+        return await super()._serve_fetch(request)
 
     async def _serve_list(self, request):
         result = await super()._serve_list(request)

@@ -41,6 +41,7 @@ c.ComputeHubService.initial_queues = [
 c.LauncherApp.backend_class = "spawner.launch_kube.KubeLauncher"
 c.LauncherApp.poll_interval = 0.3
 c.LauncherApp.cancel_grace = 7
+c.LauncherApp.preempt_grace = 13
 c.KubeLauncher.namespace = "hub"
 c.KubeLauncher.kubeconfig = KUBECONFIG
 c.KubeLauncher.termination_grace_seconds = 45
@@ -70,10 +71,10 @@ class JobController:
 
     async def __call__(self):
         for (res, ns, name), obj in list(self.cluster.emulator.objects.items()):
-            if res.plural != "jobs" or obj.deleted or (ns, name) in self.seen:
+            if res.plural != "jobs" or obj.deleted or obj.raw["metadata"]["uid"] in self.seen:
                 continue
-            self.seen.add((ns, name))
             job = obj.raw
+            self.seen.add(job["metadata"]["uid"])
             tmpl = job["spec"]["template"]
             for i in range(job["spec"].get("completions", 1)):
                 pod = {"apiVersion": "v1", "kind": "Pod",
@@ -237,6 +238,37 @@ def test_cancel_deletes_pods_with_grace_then_the_objects(kc):
     assert state_is(kc, wid, "cancelled")
 
 
+def test_preemption_is_sigterm_with_the_grace_then_a_rerun(kc):
+    """A 2 × 4-GPU batch job fills both nodes; a training job preempts it: the launcher deletes
+    the batch pods with preempt_grace (SIGTERM → SIGKILL), reports it stopped, and runs it again
+    (a new Job) once the training job completes."""
+    victim = submit(kc, "bob", {"command": ["python", "sweep.py"]}, kind="batch", gpus=4, workers=2)
+    vid = victim["id"]
+    wait_for("the batch job to run", lambda: state_is(kc, vid, "running"))
+    first = wait_for("its Job", lambda: one(kc, "jobs", vid))
+    wait_for("its pods", lambda: len([p for p in kc.cluster.objects("pods", NS)
+                                       if p["metadata"]["labels"].get("computehub/workload") == vid]) == 2)
+    urgent = submit(kc, "alice", {"command": ["python", "urgent.py"]}, gpus=4)
+    uid = urgent["id"]
+    wait_for("the urgent job to run", lambda: state_is(kc, uid, "running"), 90)
+    deletes = kc.cluster.call(lambda: [rq for rq in kc.cluster.emulator
+                                       if rq.method == "DELETE" and rq.resource is not None
+                                       and rq.resource.plural == "pods" and (rq.name or "").startswith(f"ch-{vid}")])
+    assert len(deletes) >= 2 and all(rq.params.get("gracePeriodSeconds") == "13" for rq in deletes), \
+        [rq.params for rq in deletes]
+    assert get(kc, vid)["preemptions"] >= 1
+    kc.cluster.run(patch_status(kc.cluster, f"/apis/batch/v1/namespaces/{NS}/jobs/ch-{uid}/status",
+                                {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}))
+    wait_for("the urgent job to finish", lambda: state_is(kc, uid, "finished"), 60)
+    wait_for("the batch job to run again", lambda: state_is(kc, vid, "running"), 90)
+    again = wait_for("a new Job", lambda: (one(kc, "jobs", vid) or {}).get("metadata", {}).get("uid")
+                     not in (None, first["metadata"]["uid"]) and one(kc, "jobs", vid))
+    assert again["spec"]["completions"] == 2
+    r = kc.call("DELETE", f"/workloads/{vid}", kc.tokens["bob"])
+    assert r.status_code == 200, r.text
+    wait_for("the batch Job deleted", lambda: one(kc, "jobs", vid) is None)
+
+
 def test_inference_is_a_deployment_and_service_ready_when_its_probe_passes(kc):
     w = submit(kc, "alice", {"command": "python -m http.server $PORT", "port": 8000}, kind="inference")
     wid = w["id"]
@@ -258,6 +290,35 @@ def test_inference_is_a_deployment_and_service_ready_when_its_probe_passes(kc):
     assert r.status_code == 200, r.text
     wait_for("the Deployment and Service deleted", lambda: one(kc, "deployments", wid) is None
              and one(kc, "services", wid) is None)
+
+
+def test_a_restarted_launcher_adopts_what_runs(kc, tmp_path):
+    """The backend alone (as a restarted launcher would use it): a fresh KubeLauncher finds the
+    Job another one created, and no longer after it was stopped."""
+    import asyncio
+
+    from spawner.launch_kube import KubeLauncher
+
+    w = {"id": "w9999999", "user": "carol", "queue": "nlp", "kind": "training", "priority": "training",
+         "workers": 1, "resources": {"gpu": 1}, "placement": [{"node": "kube-gpu-2", "gpus": [3]}],
+         "metadata": {"job": {"command": ["true"]}}}
+    kubeconfig = str(kc.dir / "kubeconfig")
+
+    async def scenario():
+        first = KubeLauncher(namespace=NS, kubeconfig=kubeconfig, logs_dir=str(tmp_path))
+        notes = await first.start(w)
+        await first.close()
+        second = KubeLauncher(namespace=NS, kubeconfig=kubeconfig, logs_dir=str(tmp_path))
+        adopted, running = await second.adopt(w), await second.poll(w)
+        await second.stop(w, 1)
+        gone = await second.adopt(w)
+        await second.close()
+        return notes, adopted, running, gone
+
+    notes, adopted, running, gone = asyncio.run(scenario())
+    assert notes["node"] == "kube-gpu-2" and "Job ch-w9999999" in notes["message"]
+    assert adopted is True and running is None and gone is False
+    assert (tmp_path / "w9999999.log").read_text().startswith("[computehub] created Job ch-w9999999")
 
 
 def test_every_manifest_validates(kc):
