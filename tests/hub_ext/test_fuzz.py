@@ -54,7 +54,8 @@ def known(fuzz_hub):
     waiting = r.json()["id"]
     (h.data_dir / "logs" / f"{mine}.log").write_text("step 1\nstep 2\n")
     return {"workload_id": [mine, waiting], "queue": ["vision", "nlp", "org"],
-            "name": ["vision", "nlp", "org", "gpu-a", "gpu-b", "training", "interactive"]}
+            "name": ["vision", "nlp", "org", "gpu-a", "gpu-b", "training", "interactive"],
+            "path": ["", "index.html", "v1/models"]}          # serve/{workload_id}/{path}
 
 
 @pytest.fixture(scope="module")
