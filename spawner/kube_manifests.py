@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from .kube import LABEL_PREFIX, label_value
 from .launch_base import CHECKPOINT_ENV, Job, gpus_of
-from .options import _toleration_key, check_pod
+from .options import check_pod, toleration_key
 
 SCRIPT_DIR = "/computehub/script"
 JOB_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
@@ -136,8 +136,9 @@ def _pod_spec(workload: dict, job: Job, t: Template, s: Settings, env: list, res
     if s.priority_class:
         spec["priorityClassName"] = s.priority_class
     spec = {k: v for k, v in spec.items() if v not in ([], {}, None)}
-    check_pod({"spec": spec}, {"node_selector": set(), "tolerations": [_toleration_key(x) for x in t.tolerations],
-                               "service_accounts": set()})
+    allowed = {"node_selector": set(), "tolerations": [toleration_key(x) for x in t.tolerations],
+               "service_accounts": set()}         # the notebook's tolerations; nothing else
+    check_pod({"spec": spec}, allowed)
     return spec
 
 

@@ -155,13 +155,13 @@ def admin_allowed(base: dict, profile_list=()) -> dict:
         for k, v in (src.get("node_selector") or {}).items():
             if v is not None:
                 selectors.add((k, str(v)))
-        tolerations += [_toleration_key(t) for t in _as_list(src.get("tolerations")) if t]
+        tolerations += [toleration_key(t) for t in _as_list(src.get("tolerations")) if t]
         if isinstance(src.get("service_account"), str) and src["service_account"]:
             accounts.add(src["service_account"])
     return {"node_selector": selectors, "tolerations": tolerations, "service_accounts": accounts}
 
 
-def _toleration_key(t: dict) -> tuple:
+def toleration_key(t: dict) -> tuple:
     """A toleration in either spelling (KubeSpawner config or API camelCase) as a comparable tuple."""
     g = t.get
     return (g("key"), g("operator") or "Equal", g("value"), g("effect"),
@@ -196,7 +196,7 @@ def check_pod(pod: dict, allowed: dict, waive=()) -> None:
     if bad:
         raise PodPolicyError(f"refused: node selector {', '.join(bad)} is not one an admin configured")
     for t in spec.get("tolerations") or []:
-        if _toleration_key(t) not in allowed["tolerations"]:
+        if toleration_key(t) not in allowed["tolerations"]:
             raise PodPolicyError(f"refused: toleration {t.get('key')!r} ({t.get('effect') or 'any effect'}) "
                                  "is not one an admin configured")
     account = spec.get("serviceAccountName") or spec.get("serviceAccount")

@@ -35,7 +35,6 @@ from pathlib import Path
 
 import kmock
 
-PODS = kmock.resource("", "v1", "pods")
 _rv = itertools.count(1000)
 
 
