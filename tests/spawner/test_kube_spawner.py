@@ -374,3 +374,41 @@ def test_profile_switch_on_one_spawner_object_leaks_nothing(tmp_path, monkeypatc
         notebook(cpu_pod)["image"] == sp.image
     for pod in (gpu_pod, cpu_pod):
         validate(pod, K8S_VERSION, strict=True)
+
+
+def test_affinity_placement_mode_and_priority_class_map(tmp_path, monkeypatch):
+    """placement_mode = "affinity": the admitted node becomes a required node affinity term
+    (ANDed into the admin's own terms) instead of nodeName; priority_class_names overrides the
+    template. Emulated: the Kubernetes API (kmock; only the client's configuration is used)."""
+    from traitlets.config import Config
+
+    from spawner.kube import QueuedKubeSpawner
+
+    with KmockCluster(tmp_path) as cluster:
+        import kubernetes_asyncio.config.kube_config as kc
+        monkeypatch.setattr(kc, "KUBE_CONFIG_DEFAULT_LOCATION",
+                            str(cluster.write_kubeconfig(tmp_path / "kubeconfig", NS)))
+        c = Config()
+        c.KubeSpawner.profile_list = PROFILES
+        c.QueuedKubeSpawner.placement_mode = "affinity"
+        c.QueuedKubeSpawner.priority_class_names = {"interactive": "notebooks-high"}
+        c.KubeSpawner.node_affinity_required = [{"matchExpressions": [
+            {"key": "hub.jupyter.org/node-purpose", "operator": "In", "values": ["user"]}]}]
+
+        async def manifest():
+            sp = QueuedKubeSpawner(_mock=True, config=c)
+            sp.workload_id, sp.user_options = "w0000002", {"profile": "a100"}
+            await sp.load_user_options()
+            sp._admitted_w = {"placement": [{"node": "kube-gpu-1", "gpus": [2]}], "priority": "interactive",
+                              "queue": "vision"}
+            return sp._serialize(await sp.get_pod_manifest())
+
+        pod = asyncio.run(manifest())
+    assert "nodeName" not in pod["spec"]
+    terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms["nodeSelectorTerms"] == [{"matchExpressions": [
+        {"key": "hub.jupyter.org/node-purpose", "operator": "In", "values": ["user"]},
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": ["kube-gpu-1"]}]}]
+    assert pod["spec"]["priorityClassName"] == "notebooks-high"
+    assert notebook(pod)["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    validate(pod, K8S_VERSION, strict=True)
