@@ -339,12 +339,17 @@ class LocalLauncher(LauncherBackend):
             await asyncio.sleep(0.1)
         for pgid in alive:
             _signal_group(pgid, signal.SIGKILL)
-        for w in run.workers:
-            if w.proc is not None:
-                try:
-                    await asyncio.wait_for(asyncio.to_thread(w.proc.wait), 10)
-                except asyncio.TimeoutError:
-                    self.log.warning("worker pid %d did not exit after SIGKILL", w.pid)
+        # SIGKILL is delivered asynchronously: return once nothing of the groups runs any more.
+        deadline = time.monotonic() + 10
+        while alive and time.monotonic() < deadline:
+            for w in run.workers:
+                if w.proc is not None:
+                    w.proc.poll()
+            alive = [g for g in alive if group_alive(g)]
+            if alive:
+                await asyncio.sleep(0.05)
+        if alive:
+            self.log.warning("process groups %s still run after SIGKILL", alive)
 
     def _record(self, wid: str) -> str:
         return os.path.join(self.state_dir, f"{wid}.json")

@@ -45,10 +45,20 @@ c.LauncherApp.max_restarts = 2
 
 
 def launcher_hub(tmp: Path) -> tuple[RealHub, Path]:
+    """A hub with the managed launcher; notebook servers (no GPU) get homes under work/."""
     work = tmp / "work"
     work.mkdir()
-    return RealHub(tmp, extra_service_config=SERVICE.replace("ROOT", repr(str(work))),
-                   configure_kwargs="launcher=True"), work
+    hub = RealHub(tmp, extra_service_config=SERVICE.replace("ROOT", repr(str(work))),
+                  configure_kwargs="launcher=True")
+    hub.spawner_config = f"""
+c.JupyterHub.spawner_class = "spawner.local.QueuedSimpleLocalProcessSpawner"
+c.QueueingMixin.computehub_token = "{hub.launcher_token}"
+c.QueueingMixin.gpus = 0
+c.Spawner.args = {["--allow-root"] if os.getuid() == 0 else []!r}
+c.Spawner.http_timeout = 60
+c.SimpleLocalProcessSpawner.home_dir_template = "{work}/{{username}}"
+"""
+    return hub, work
 
 
 def launcher_pids(hub: RealHub) -> list[int]:
@@ -234,3 +244,47 @@ def test_cli_run_jobs_and_logs_follow(lhub):
     out = subprocess.run(cli + ["run", "--time", "banana", "--", "true"], env=env, capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 2 and out.stderr.strip().count("\n") == 0 and "--time" in out.stderr, out.stderr
+
+
+def test_a_notebook_servers_own_token_and_url_submit_jobs(lhub):
+    """What a kernel in a spawned single-user server has — $JUPYTERHUB_API_TOKEN with
+    Spawner.server_token_scopes and $COMPUTEHUB_URL from the spawner — is enough for the jobs client."""
+    import requests
+
+    from labextension import jobs
+
+    hub, work = lhub
+    api = f"{hub.url}/hub/api/users/alice"
+    auth = {"Authorization": f"token {hub.tokens['alice']}"}
+    r = requests.post(api + "/server", headers=auth, timeout=30)
+    assert r.status_code in (201, 202), r.text
+    try:
+        wait_for("alice's server", lambda: (requests.get(api, headers=auth, timeout=10).json()["servers"]
+                                            .get("", {}).get("ready")), 120)
+        env = wait_for("the server's environment", lambda: server_env(hub, "alice"), 30)
+        home = work / "alice"
+        me = requests.get(f"{hub.url}/hub/api/user", timeout=10,
+                          headers={"Authorization": f"token {env['JUPYTERHUB_API_TOKEN']}"}).json()
+        assert {"custom:computehub:submit", "access:services!service=computehub"} <= set(me["scopes"]), me
+        client = jobs.Client(env["COMPUTEHUB_URL"], env["JUPYTERHUB_API_TOKEN"])
+        job = client.submit_spec(jobs.job_spec([sys.executable, "-c", "print('from the server token')"],
+                                               gpus=0, workdir=str(home)))
+        w = job.wait(timeout=90, every=0.3)
+        assert w["state"] == "finished" and w["user"] == "alice", w
+        assert "from the server token" in job.logs()
+    finally:
+        requests.delete(api + "/server", headers=auth, timeout=30)
+
+
+def server_env(hub: RealHub, user: str) -> dict | None:
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            raw = Path(f"/proc/{entry}/environ").read_bytes()
+        except OSError:
+            continue
+        env = dict(kv.split("=", 1) for kv in raw.decode("utf-8", "replace").split("\0") if "=" in kv)
+        if env.get("JUPYTERHUB_USER") == user and str(hub.dir) in env.get("HOME", ""):
+            return env
+    return None
