@@ -269,11 +269,14 @@ class ComputeHubMagics(Magics):
         print(f"{job.id} is ready at {url} (hub login or 'Authorization: token ...' required)")
 
     @magic_arguments()
+    @argument("-h", "--help", action="store_true", help="Show this help.")
     @argument("--all", action="store_true", help="Include jobs that ended.")
     @line_magic
     def jobs(self, line):
         """Your jobs with state, queue position and reason: %jobs [--all]."""
-        args = parse_argstring(self.jobs, line)
+        args = self._parse(self.jobs, line)
+        if args is None:
+            return None
         try:
             items = self.client().jobs(include_ended=args.all)
         except J.JobError as e:
@@ -291,13 +294,18 @@ class ComputeHubMagics(Magics):
         return None
 
     @magic_arguments()
+    @argument("-h", "--help", action="store_true", help="Show this help.")
     @argument("--follow", "-f", action="store_true", help="Keep printing new lines until the job ends.")
     @argument("--tail", type=int, default=200, help="How many last lines to show first.")
-    @argument("id", help="The job's id, e.g. w0000042.")
+    @argument("id", nargs="?", help="The job's id, e.g. w0000042.")
     @line_magic
     def logs(self, line):
         """A job's output: %logs ID [--follow] [--tail N]."""
-        args = parse_argstring(self.logs, line)
+        args = self._parse(self.logs, line)
+        if args is None:
+            return None
+        if not args.id:
+            raise UsageError("%logs needs a job id, e.g. %logs w0000042 (%jobs lists yours)")
         if not 1 <= args.tail <= 100_000:
             raise UsageError(f"--tail must be from 1 to 100000, not {args.tail}")
         try:
@@ -323,11 +331,16 @@ class ComputeHubMagics(Magics):
             return None
 
     @magic_arguments()
-    @argument("ids", nargs="+", help="Job ids.")
+    @argument("-h", "--help", action="store_true", help="Show this help.")
+    @argument("ids", nargs="*", help="Job ids.")
     @line_magic
     def cancel(self, line):
         """Cancel jobs: waiting ones leave the queue, running ones are stopped (SIGTERM, then kill)."""
-        args = parse_argstring(self.cancel, line)
+        args = self._parse(self.cancel, line)
+        if args is None:
+            return None
+        if not args.ids:
+            raise UsageError("%cancel needs one or more job ids, e.g. %cancel w0000042")
         for wid in args.ids:
             try:
                 w = self.client().cancel(wid)

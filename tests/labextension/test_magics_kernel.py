@@ -275,7 +275,9 @@ def test_serve_forwards_without_hub_credentials_and_lets_admins_in(setup):
     ("%submit --queue nosuch write.py", "unknown queue 'nosuch'"),
     ("%submit missing.py", "no such file: missing.py"),
     ("%serve", "%serve needs a command"),
-    ("%logs", "the following arguments are required: id"),
+    ("%logs", "%logs needs a job id"),
+    ("%cancel", "%cancel needs one or more job ids"),
+    ("%logs --tail 0 w1", "--tail must be from 1 to 100000"),
 ])
 def test_bad_arguments_give_one_clear_line(setup, line, says):
     _, _, k = setup
