@@ -104,7 +104,9 @@ export class ComputeHubPanel extends Widget {
       b.classList.add('jp-mod-offline');
       const since = s.errorSince ? ` since ${s.errorSince.toLocaleTimeString()}` : '';
       const shown = s.report ? `showing what was known at ${s.lastUpdate?.toLocaleTimeString()}` : 'nothing known yet';
-      b.textContent = `ComputeHub is unreachable${since}: ${s.error} (${shown}; retrying)`;
+      // The server extension's messages already name ComputeHub ("ComputeHub at … is unreachable: …").
+      const what = s.error.startsWith('ComputeHub') ? s.error : `ComputeHub is unreachable: ${s.error}`;
+      b.textContent = `${what} (${since.trim() || 'now'}; ${shown}; retrying)`;
     } else if (this.actionError) {
       b.classList.add('jp-mod-offline');
       b.textContent = this.actionError;

@@ -5,22 +5,30 @@ QueuedSimpleLocalProcessSpawner starting alice's real JupyterLab (default_url
 /lab) with this repository's server and lab extensions, and Chromium (the
 Debian package, driven by Playwright) logged in through the hub's login form.
 
-Emulated: the GPUs (a declared simulated node "local" with 2 GPUs; NVML finds
-no driver here, so the panel says "No GPU visible"). The test also plays the
-job launcher: once alice's job is admitted it reports "running" through the
-REST API, as a launcher does (launchers are not part of this extension).
+Emulated: the GPUs. The service's cluster is a declared simulated node "local"
+with 2 GPUs, and inside alice's server NVML is replaced at its boundary: a
+jupyter_server config file (on JUPYTER_CONFIG_PATH) monkeypatches the ``pynvml``
+functions to read two A100s from a JSON file the test writes. The test also
+plays the job launcher: once alice's job is admitted it reports "running"
+through the REST API, as a launcher does (launchers are not this extension's).
 
-alice's notebook holds GPU 0, bob's job GPU 1. alice submits a training job
-through the API: the status bar shows "Queued #1 · …" and the panel the
-scheduler's reason. bob's job is cancelled (the GPUs free up), alice's job is
-admitted and reported running: both views show it running within seconds,
-with no reload. Screenshots go to tmp_path and test-artifacts/lab/.
+alice's notebook holds GPU 0 (CUDA_VISIBLE_DEVICES=0: the status bar shows that
+one GPU), bob's job GPU 1. alice submits a training job through the API: the
+status bar shows "Queued #1 · …" and the panel the scheduler's reason. bob's
+job is cancelled (the GPUs free up), alice's job is admitted and reported
+running: both views show it running within seconds, with no reload. Then the
+service is frozen (SIGSTOP): the panel says it is unreachable and keeps the
+last known state; thawed, it recovers. Screenshots go to tmp_path and
+test-artifacts/lab/.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -39,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts" / "lab"
 SERVICE = """
 c.ComputeHubService.nodes = [
-    {"name": "local", "gpus": 2, "gpu_model": "sim", "cpu": 16, "memory": "64Gi",
+    {"name": "local", "gpus": 2, "gpu_model": "a100", "cpu": 16, "memory": "64Gi",
      "labels": {"computehub/simulated": "true"}},
 ]
 c.ComputeHubService.initial_queues = [
@@ -50,12 +58,61 @@ c.ComputeHubService.initial_queues = [
 """
 
 
+GiB = 2**30
+# Runs inside alice's single-user server: NVML's functions answer from the test's JSON file.
+FAKE_NVML = """
+import json, os
+from types import SimpleNamespace
+import pynvml
+
+def _gpus():
+    with open(os.environ["FAKE_NVML_FILE"]) as f:
+        return json.load(f)
+
+def _get(key):
+    return lambda h, *a: _gpus()[h][key]
+
+pynvml.nvmlInit = lambda: None
+pynvml.nvmlShutdown = lambda: None
+pynvml.nvmlDeviceGetCount = lambda: len(_gpus())
+pynvml.nvmlDeviceGetHandleByIndex = lambda i: i
+pynvml.nvmlDeviceGetName = _get("name")
+pynvml.nvmlDeviceGetUUID = _get("uuid")
+pynvml.nvmlDeviceGetTemperature = _get("temp")
+pynvml.nvmlDeviceGetPowerUsage = _get("power_mw")
+pynvml.nvmlDeviceGetEnforcedPowerLimit = _get("limit_mw")
+pynvml.nvmlDeviceGetUtilizationRates = lambda h: SimpleNamespace(gpu=_gpus()[h]["util"], memory=0)
+pynvml.nvmlDeviceGetMemoryInfo = lambda h: SimpleNamespace(used=_gpus()[h]["used"], total=_gpus()[h]["total"])
+pynvml.nvmlDeviceGetComputeRunningProcesses = lambda h: [SimpleNamespace(pid=p, usedGpuMemory=m)
+                                                          for p, m in _gpus()[h]["procs"]]
+c.ComputeHubLab.request_timeout = 3.0
+c.ComputeHubLab.gpu_sample_gap = 0.5
+"""
+
+
+def write_gpus(path: Path, util0: int, used0_gib: int) -> None:
+    gpu = {"name": "NVIDIA A100-SXM4-80GB", "temp": 50, "power_mw": 200_000, "limit_mw": 400_000,
+           "total": 80 * GiB, "procs": []}
+    gpus = [dict(gpu, uuid="GPU-0000aaaa", util=util0, used=used0_gib * GiB, procs=[[4242, used0_gib * GiB]]),
+            dict(gpu, uuid="GPU-1111bbbb", util=99, used=70 * GiB)]
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(gpus))
+    os.replace(tmp, path)   # the server never reads half a file
+
+
 @pytest.fixture
 def labhub(tmp_path):
     h = RealHub(tmp_path, extra_service_config=SERVICE)
-    h.spawner_config = spawner_config(h) + """
+    conf = tmp_path / "lab-config"
+    conf.mkdir()
+    (conf / "jupyter_server_config.py").write_text(FAKE_NVML)
+    h.gpus_file = tmp_path / "gpus.json"
+    write_gpus(h.gpus_file, 63, 12)
+    env = {"JUPYTER_CONFIG_PATH": str(conf), "FAKE_NVML_FILE": str(h.gpus_file)}
+    h.spawner_config = spawner_config(h) + f"""
 c.Spawner.default_url = "/lab"
 c.Spawner.start_timeout = 120
+c.Spawner.environment = {env!r}
 """
     try:
         h.start()
@@ -107,7 +164,10 @@ def test_status_bar_and_panel_follow_a_queued_job_to_running(labhub, browser, tm
         page.wait_for_url(re.compile(r".*/user/alice/lab.*"), timeout=90_000)
         status = page.locator(".jp-ComputeHubStatus")
         status.wait_for(timeout=120_000)     # JupyterLab loaded with our extension
-        sync_api.expect(status).to_have_text(re.compile(r"^ComputeHub · 1 running$"), timeout=30_000)
+        # Running on GPU 0 only: CUDA_VISIBLE_DEVICES hides GPU 1 (99% busy) from this server.
+        sync_api.expect(status).to_have_text("GPU 1×A100 · 63% · 12/80 GB", timeout=30_000)
+        write_gpus(hub.gpus_file, 87, 20)
+        sync_api.expect(status).to_have_text("GPU 1×A100 · 87% · 20/80 GB", timeout=30_000)
 
         # alice submits a job through the API while both GPUs are busy.
         r = hub.call("POST", "/workloads", hub.tokens["alice"],
@@ -118,7 +178,7 @@ def test_status_bar_and_panel_follow_a_queued_job_to_running(labhub, browser, tm
                      and x["explanation"]["reason"] != "waiting for the next scheduling cycle" else None)(
                          workload(hub, job)), 30)
         assert w["explanation"]["position_in_queue"] == 1, w
-        sync_api.expect(status).to_have_text(re.compile(r"^Queued #1 · ~10 min$"), timeout=30_000)
+        sync_api.expect(status).to_have_text("Queued #1 · ~10 min · GPU 1×A100 · 87% · 20/80 GB", timeout=30_000)
 
         status.click()                        # opens the panel
         row = page.locator(f".jp-ComputeHub-workload[data-workload-id='{job}']")
@@ -129,7 +189,11 @@ def test_status_bar_and_panel_follow_a_queued_job_to_running(labhub, browser, tm
         sync_api.expect(row.locator(".jp-ComputeHub-facts")).to_contain_text("position 1 of 1 · ETA ~10 min")
         sync_api.expect(page.locator(".jp-ComputeHub-queue[data-queue='vision'] .jp-ComputeHub-facts")) \
             .to_have_text("2 / 2 GPUs guaranteed · limit 2")
-        sync_api.expect(page.locator(".jp-ComputeHub-nogpu")).to_contain_text("No GPU visible")
+        gpus = page.locator(".jp-ComputeHub-gpu")
+        sync_api.expect(gpus).to_have_count(1)
+        sync_api.expect(gpus.locator(".jp-ComputeHub-facts")).to_have_text(
+            "87% util · 20/80 GB · 50 °C · 200/400 W · 1 process")
+        sync_api.expect(gpus.locator(".jp-ComputeHub-sparkline")).to_be_visible()
         shoot(page, tmp_path, "lab-queued.png")
 
         # The GPUs free up: bob's job is cancelled; alice's is admitted and its launcher reports running.
@@ -139,10 +203,29 @@ def test_status_bar_and_panel_follow_a_queued_job_to_running(labhub, browser, tm
         assert r.status_code == 200 and r.json()["state"] == "running", r.text
         t0 = time.monotonic()
         sync_api.expect(row).to_have_attribute("data-state", "running", timeout=30_000)
-        sync_api.expect(status).to_have_text(re.compile(r"^ComputeHub · 2 running$"), timeout=30_000)
+        sync_api.expect(status).to_have_text("GPU 1×A100 · 87% · 20/80 GB", timeout=30_000)
         print(f"status bar and panel showed 'running' {time.monotonic() - t0:.1f} s after the report")
         sync_api.expect(row.locator(".jp-ComputeHub-facts")).to_contain_text("local GPU 1")
+        here = page.locator(".jp-ComputeHub-workload", has_text="(this server)")
+        sync_api.expect(here.locator(".jp-ComputeHub-sparkline")).to_be_visible()
         shoot(page, tmp_path, "lab-running.png")
+
+        # The service stops answering: the panel says so and keeps the last known state.
+        pid = hub.service_pid()
+        assert pid, "the service's process"
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            banner = page.locator(".jp-ComputeHub-banner")
+            sync_api.expect(banner).to_contain_text(re.compile(r"ComputeHub at \S+ is unreachable: .*since .*; "
+                                                               r"showing what was known at .*; retrying"),
+                                                    timeout=60_000)
+            sync_api.expect(status).to_have_text("GPU 1×A100 · 87% · 20/80 GB · offline")
+            sync_api.expect(row).to_have_attribute("data-state", "running")
+            shoot(page, tmp_path, "lab-offline.png")
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        sync_api.expect(banner).to_contain_text("Updated", timeout=60_000)
+        sync_api.expect(status).to_have_text("GPU 1×A100 · 87% · 20/80 GB")
 
         # Cancel from the panel (two clicks: the first asks to confirm).
         row.locator(".jp-ComputeHub-cancel").click()
