@@ -31,6 +31,16 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd])")
 ENV_PASSED = ("PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX", "LD_LIBRARY_PATH")
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect means the URL is not the service (the hub sends unknown paths to its login)."""
+
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
 class JobError(Exception):
     """One line saying what went wrong (``status``: the HTTP status, None if no answer came)."""
 
@@ -101,13 +111,19 @@ class Client:
             "Authorization": f"token {self.token}", "Accept": "application/json",
             "Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as r:
-                return json.loads(r.read() or b"{}")
+            with _OPENER.open(req, timeout=self.timeout) as r:
+                data = json.loads(r.read() or b"{}")
         except urllib.error.HTTPError as e:
             raise self._error(e) from None
         except (urllib.error.URLError, OSError) as e:
             why = getattr(e, "reason", e)
             raise JobError(f"cannot reach ComputeHub at {self.url}: {why}") from None
+        except ValueError:
+            raise JobError(f"no ComputeHub service at {self.url} (its answer is not JSON); "
+                           "check $COMPUTEHUB_URL") from None
+        if not isinstance(data, dict):
+            raise JobError(f"no ComputeHub service at {self.url} (unexpected answer); check $COMPUTEHUB_URL")
+        return data
 
     def _error(self, e: urllib.error.HTTPError) -> JobError:
         try:
@@ -119,7 +135,7 @@ class Client:
             if e.code == 403 and "lacks" in msg:
                 msg += " (ask the hub's admin to add it to the server's token: Spawner.server_token_scopes)"
             return JobError(msg, e.code)
-        if e.code in (404, 302, 301):
+        if 300 <= e.code < 500:          # the service answers its errors in JSON; this is someone else
             return JobError(f"no ComputeHub service at {self.url} (HTTP {e.code}); check $COMPUTEHUB_URL", e.code)
         if e.code in (502, 503, 504):
             return JobError(f"ComputeHub at {self.url} is not running (HTTP {e.code}); try again shortly", e.code)

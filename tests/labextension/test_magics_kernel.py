@@ -297,6 +297,10 @@ def test_missing_scope_or_service_give_one_clear_line(setup):
     out = k.run("%jobs")
     text = (out["stdout"] + out["stderr"] + out["error"]).strip()
     assert text.startswith("computehub: cannot reach ComputeHub at") and "\n" not in text, out
+    k.run(f"os.environ['COMPUTEHUB_URL'] = {hub.url + '/services/nosuch'!r}")     # the hub, no such service
+    out = k.run("%submit write.py")
+    text = (out["stdout"] + out["stderr"] + out["error"]).strip()
+    assert text.startswith("computehub: no ComputeHub service at") and "\n" not in text, out
     k.run(f"os.environ['COMPUTEHUB_URL'] = {hub.service_url!r}")
 
 
