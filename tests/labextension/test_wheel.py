@@ -17,6 +17,8 @@ import time
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -27,6 +29,10 @@ def run(cmd, timeout=900, **kw):
     return ANSI.sub("", r.stdout + r.stderr)
 
 
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.timeout(900)   # ~2 min here; a cold pip cache downloads JupyterLab and its dependencies
 def test_wheel_installs_an_enabled_prebuilt_extension_without_node(tmp_path):
     t0 = time.monotonic()
     dist = tmp_path / "dist"
