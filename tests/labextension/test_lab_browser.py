@@ -232,6 +232,11 @@ def test_status_bar_and_panel_follow_a_queued_job_to_running(labhub, browser, tm
         sync_api.expect(banner).to_contain_text("Updated", timeout=60_000)
         sync_api.expect(status).to_have_text("GPU 1×A100 · 87% · 20/80 GB")
 
+        # Logs: the launcher (played by this test) wrote none, and the panel says so in the service's words.
+        row.locator(".jp-ComputeHub-logs-button").click()
+        sync_api.expect(page.locator(".jp-ComputeHub-logs-text")).to_have_text(
+            f"no logs recorded for workload {job} (yet)")
+
         # Cancel from the panel (two clicks: the first asks to confirm).
         row.locator(".jp-ComputeHub-cancel").click()
         row.locator(".jp-ComputeHub-cancel", has_text="Really cancel?").click()
