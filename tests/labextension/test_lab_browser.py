@@ -13,7 +13,8 @@ plays the job launcher: once alice's job is admitted it reports "running"
 through the REST API, as a launcher does (launchers are not this extension's).
 
 alice's notebook holds GPU 0 (CUDA_VISIBLE_DEVICES=0: the status bar shows that
-one GPU), bob's job GPU 1. alice submits a training job through the API: the
+one GPU); while the tab is hidden, Lab does not poll, and polls at once when it
+shows again. bob's job takes GPU 1. alice submits a training job through the API: the
 status bar shows "Queued #1 · …" and the panel the scheduler's reason. bob's
 job is cancelled (the GPUs free up), alice's job is admitted and reported
 running: both views show it running within seconds, with no reload. Then the
@@ -129,6 +130,14 @@ def workload(hub, wid) -> dict:
     return r.json()
 
 
+def set_visibility(page, state: str) -> None:
+    """What the browser does when the tab is hidden or shown (headless Chromium never hides it)."""
+    page.evaluate("""state => {
+        Object.defineProperty(document, 'visibilityState', {value: state, configurable: true});
+        document.dispatchEvent(new Event('visibilitychange'));
+    }""", state)
+
+
 def shoot(page, tmp_path, name):
     shots = tmp_path / "screenshots"
     shots.mkdir(exist_ok=True)
@@ -162,6 +171,21 @@ def test_status_bar_and_panel_follow_a_queued_job_to_running(labhub, browser, tm
         sync_api.expect(status).to_have_text("GPU 1×A100 · 63% · 12/80 GB", timeout=30_000)
         write_gpus(hub.gpus_file, 87, 20)
         sync_api.expect(status).to_have_text("GPU 1×A100 · 87% · 20/80 GB", timeout=30_000)
+
+        # A hidden tab is quiet: no polls until it shows again, then one at once.
+        polls = []
+        page.on("request", lambda req: polls.append(time.monotonic()) if "/computehub/workloads" in req.url else None)
+        set_visibility(page, "hidden")
+        hidden_at = time.monotonic()
+        page.wait_for_timeout(7_000)           # three poll intervals
+        assert not [t for t in polls if t > hidden_at + 1.0], "polled while hidden"
+        set_visibility(page, "visible")
+        shown_at = time.monotonic()
+        for _ in range(50):                    # Playwright delivers request events only while it runs
+            if [t for t in polls if t > shown_at]:
+                break
+            page.wait_for_timeout(200)
+        assert [t for t in polls if t > shown_at], "no poll after the tab showed again"
 
         # bob's job takes GPU 1 (it declares 10 minutes, so alice's ETA is known).
         r = hub.call("POST", "/workloads", hub.tokens["bob"],
