@@ -128,3 +128,20 @@ async def test_needs_the_servers_auth(jp_fetch, nvml):
     with pytest.raises(HTTPClientError) as e:
         await jp_fetch("computehub", "gpu", headers={"Authorization": ""})
     assert e.value.code == 403
+
+
+def test_many_readers_do_not_speed_up_the_history(nvml):
+    """Several open tabs poll more often than one: the history keeps one sample per gap."""
+    from labextension.gpu import GPUReader
+
+    reader = GPUReader(history=5, min_gap=3600.0)
+    for util in (10, 20, 30):
+        nvml.gpus[0]["util"] = util
+        body = reader.read()
+    assert body["devices"][0]["utilization"] == 30      # the reading itself is current
+    assert body["devices"][0]["history"] == [10]         # the sparkline waits for the gap
+    fast = GPUReader(history=2, min_gap=0.0)
+    for util in (10, 20, 30):
+        nvml.gpus[0]["util"] = util
+        body = fast.read()
+    assert body["devices"][0]["history"] == [20, 30]     # bounded
