@@ -9,7 +9,7 @@ the same way (the spawner configuration of ``tests/spawner/test_local_spawner.py
 one simulated 1-GPU node, queue vision guaranteed 1 GPU) except the spawner
 class: ``spawner.local.QueuedSimpleLocalProcessSpawner`` on one, JupyterHub's
 plain ``SimpleLocalProcessSpawner`` on the other. The service runs with its
-default cycle timing (``cycle_delay`` 0.05 s, ``cycle_interval`` 5 s) unless told.
+default cycle timing (``cycle_delay`` 0.01 s, ``cycle_interval`` 5 s) unless told.
 
 alice then spawns and stops her server N times on each hub, alternating between
 the hubs (queued, plain, queued, …) so drift on the machine hits both alike,
@@ -153,7 +153,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=30, help="measured spawns per spawner (default 30)")
     ap.add_argument("--warmup", type=int, default=3, help="unmeasured spawns per spawner first (default 3)")
-    ap.add_argument("--cycle-delay", type=float, default=0.05, help="service cycle_delay (its default: 0.05)")
+    ap.add_argument("--cycle-delay", type=float, default=0.01, help="service cycle_delay (its default: 0.01)")
     ap.add_argument("--cycle-interval", type=float, default=5.0, help="service cycle_interval (its default: 5)")
     args = ap.parse_args()
 

@@ -132,7 +132,7 @@ class DemoApp(Command):
             configure_jupyterhub(c, port={self.port + 3}, data_dir={str(data / "service")!r},
                                  config_file={str(data / "computehub_config.py")!r},
                                  admins=[{ADMIN!r}], team_leads={{"vision": ["bob"]}},
-                                 on_behalf_services=["computehub-spawner"], launcher=True)
+                                 on_behalf_services=["computehub-spawner"], launcher=True, notebook_watch={{"interval": 15}})
             """))
         return cfg
 
