@@ -18,22 +18,28 @@ after a few unmeasured warm-up rounds. A spawn is timed on the client: from
 answers HTTP (``slow_spawn_timeout`` is raised so the POST waits; a 202 is an
 error here). The GPU is free at every queued spawn (the stop before it reports
 ``finished`` before the DELETE answers). Reported: median and p90 of each, the
-difference of the medians and the median of the paired differences.
+difference of the medians and the median of the paired differences. Server
+start-up (seconds, and noisy) dominates these, so the verdict comes from the
+queue's own share, which the queued spawner logs for every spawn: from entering
+``start()`` to seeing its admission (queue lookup, submit, the service's cycle,
+the long poll's answer) plus the ``running`` report after the server is up —
+everything the queue adds; the rest is the plain spawner's code.
 
-Submit→admitted, two ways:
+Submit→admitted, more ways:
 * from the service's own timestamps of each queued spawn's workload
   (``admitted_at - submitted_at``, and ``started_at - submitted_at``, where
   ``started_at`` is the spawner's ``running`` report);
 * straight through the service API with the launcher's token (submit-on-behalf):
   POST a 1-GPU notebook workload for bob, then GET it until admitted, once
-  polling every 5 ms (when the admission happened) and once with the spawner's
-  own back-off (20 ms, doubling: when a spawner sees it).
+  polling every 5 ms (when the admission happened) and once with the long poll
+  the spawner uses (``?wait=1&state=pending``: when a spawner sees it).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import statistics
 import sys
@@ -118,7 +124,17 @@ c.Spawner.start_timeout = 120
                 pass
 
 
-def api_admission(hub: RealHub, rounds: int, backoff: bool) -> list[float]:
+QUEUE_TIME = re.compile(r"ComputeHub: \S+ queue time ([0-9.]+) ms \(to admission ([0-9.]+) ms, "
+                        r"running report ([0-9.]+) ms\)")
+
+
+def spawner_queue_times(hub: RealHub) -> list[tuple[float, float, float]]:
+    """What the queued spawner logged for each spawn: queue time, to admission, running report (s)."""
+    text = (hub.dir / "hub.log").read_text("utf-8", "replace")
+    return [tuple(float(x) / 1000 for x in m.groups()) for m in QUEUE_TIME.finditer(text)]
+
+
+def api_admission(hub: RealHub, rounds: int, long_poll: bool) -> list[float]:
     """Seconds from POST /workloads (on bob's behalf) to the first GET that says admitted."""
     s = requests.Session()
     s.headers["Authorization"] = f"token {hub.launcher_token}"
@@ -129,14 +145,15 @@ def api_admission(hub: RealHub, rounds: int, backoff: bool) -> list[float]:
         r = s.post(hub.api + "/workloads", json=spec, timeout=10)
         r.raise_for_status()
         w = r.json()
-        delay = 0.02 if backoff else 0.005
         while w["state"] not in ("admitted", "running"):
             if w["state"] not in ("pending", "awaiting_approval"):
                 raise RuntimeError(f"workload ended {w['state']}: {w.get('reason')}")
-            time.sleep(delay)
-            if backoff:
-                delay = min(delay * 2, 0.5)
-            w = s.get(f"{hub.api}/workloads/{w['id']}", timeout=10).json()
+            if long_poll:     # what the spawner does
+                query = f"?wait=1&state={w['state']}"
+            else:
+                time.sleep(0.005)
+                query = ""
+            w = s.get(f"{hub.api}/workloads/{w['id']}{query}", timeout=10).json()
         out.append(time.perf_counter() - t0)
         for state in ("running", "finished"):      # what the spawner reports; the GPU is free again
             s.post(f"{hub.api}/workloads/{w['id']}/status", json={"state": state, "exit_code": 0},
@@ -178,8 +195,9 @@ def main():
                     tp.append(b)
                     adm.append(w["admitted_at"] - w["submitted_at"])
                     started.append(w["started_at"] - w["submitted_at"])
-            api_exact = api_admission(queued.hub, args.n, backoff=False)
-            api_backoff = api_admission(queued.hub, args.n, backoff=True)
+            logged = spawner_queue_times(queued.hub)[args.warmup:]
+            api_exact = api_admission(queued.hub, args.n, long_poll=False)
+            api_long = api_admission(queued.hub, args.n, long_poll=True)
             elapsed = time.time() - t_all
         finally:
             queued.close()
@@ -197,12 +215,18 @@ def main():
     print(row("paired difference (queued - plain)", diffs))
     print(row("service: submitted -> admitted (queued spawns)", adm))
     print(row("service: submitted -> running reported", started))
-    print(row("API: POST -> admitted seen (poll 5 ms)", api_exact))
-    print(row("API: POST -> admitted seen (spawner back-off)", api_backoff))
+    print(row("spawner: queue time (to admission + report)", [q for q, _, _ in logged]))
+    print(row("spawner: submit .. admission seen", [a for _, a, _ in logged]))
+    print(row("spawner: running report", [r for _, _, r in logged]))
+    print(row("API: POST -> admitted seen (poll every 5 ms)", api_exact))
+    print(row("API: POST -> admitted seen (long poll)", api_long))
     print()
-    verdict = "meets" if added <= TARGET_MS / 1000 else "MISSES"
-    print(f"added by the queue: median {added * 1000:.1f} ms (difference of medians), "
-          f"paired median {statistics.median(diffs) * 1000:.1f} ms; target <= {TARGET_MS:.0f} ms: {verdict}")
+    queue_ms = statistics.median([q for q, _, _ in logged]) * 1000
+    verdict = "meets" if queue_ms <= TARGET_MS else "MISSES"
+    print(f"added by the queue, as the spawner measures it: median {queue_ms:.1f} ms; target <= "
+          f"{TARGET_MS:.0f} ms: {verdict}")
+    print(f"whole spawns (server start-up included, noisy): difference of medians {added * 1000:.1f} ms, "
+          f"paired median {statistics.median(diffs) * 1000:.1f} ms")
 
 
 if __name__ == "__main__":

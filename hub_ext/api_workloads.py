@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 
@@ -68,12 +69,39 @@ class _OneWorkload(BaseHandler):
 
 
 class WorkloadHandler(_OneWorkload):
+    max_wait = 30.0
+
     async def get(self, workload_id):
         _, w = self._visible(workload_id)
+        wait = self.query_float("wait", 0.0)
+        if not 0 <= wait <= self.max_wait:
+            raise APIError(400, "invalid", f"query parameter wait must be between 0 and {self.max_wait:g} seconds")
+        seen = self.get_query_argument("state", None)
+        if seen is not None and seen not in STATES:
+            raise APIError(400, "invalid", f"query parameter state must be one of {', '.join(STATES)}")
+        if wait:
+            w = await self._until_state_leaves(w, seen or w.state, min(wait, self.service.long_poll_max))
         d = views.workload(w, self.service.positions)
         if w.state not in TERMINAL:
             d["explanation"] = self.service.sched.explain(w.id)
         self.write_json(d)
+
+    async def _until_state_leaves(self, w, seen: str, wait: float):
+        """Long poll: answer as soon as the workload's state differs from ``seen`` (a spawner
+        learns of its admission within the cycle that makes it, without polling fast)."""
+        svc = self.service
+        deadline = time.monotonic() + wait
+        while w.state == seen and not svc.stopping:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            changed = svc.next_change()     # taken before the check below: no wake-up is lost
+            try:
+                await asyncio.wait_for(changed, remaining)
+            except asyncio.TimeoutError:
+                pass
+            w = svc.sched.get(w.id)
+        return w
 
     async def delete(self, workload_id):
         caller, w = self._visible(workload_id)

@@ -20,7 +20,7 @@ from urllib.parse import quote, urlparse
 from tornado import web
 from tornado.httpclient import AsyncHTTPClient
 from tornado.httpserver import HTTPServer
-from traitlets import Bool, Dict, Float, List, Unicode, default
+from traitlets import Bool, Dict, Float, List, TraitError, Unicode, default, validate
 from traitlets.config import Application
 
 from jupyterhub.services.auth import HubOAuthCallbackHandler
@@ -60,6 +60,17 @@ class ComputeHubService(Application):
     cycle_interval = Float(5.0, config=True, help="Seconds between periodic scheduling cycles.")
     cycle_delay = Float(0.01, config=True,
                         help="Seconds to wait after a change before a cycle, so bursts share one cycle.")
+    long_poll_max = Float(30.0, config=True,
+                          help="Longest a GET workloads/{id}?wait=S holds its answer, in seconds (at most "
+                               "30); a longer wait is cut to this. Each held request is one open connection.")
+
+    @validate("long_poll_max")
+    def _long_poll_max(self, proposal):
+        if not 0 < proposal.value <= 30:
+            raise TraitError(f"ComputeHubService.long_poll_max must be between 0 and 30 seconds, "
+                             f"not {proposal.value}")
+        return proposal.value
+
     prices = Dict(config=True, help="Price per GPU-hour by GPU flavor (e.g. {'a100': 3.0}); "
                                     "'any' prices GPUs of no stated model.")
     allowed_node_selectors = List(Unicode(), config=True,

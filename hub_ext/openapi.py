@@ -146,8 +146,12 @@ def document(version: str) -> dict:
                             body="#/components/schemas/Submit", scope="custom:computehub:submit"),
             },
             "/api/v1/workloads/{workload_id}": {
-                "get": _op("A workload, with position, ETA and reason while it waits",
-                           _ok("#/components/schemas/Workload"), params=[wid], scope=ANY),
+                "get": _op("A workload, with position, ETA and reason while it waits. With wait=S the "
+                           "answer is held until its state differs from state= (default: its current "
+                           "state) or S seconds pass: a long poll for admission",
+                           _ok("#/components/schemas/Workload"),
+                           params=[wid, _q("wait", {"type": "number", "minimum": 0, "maximum": 30}),
+                                   _q("state", {"type": "string", "enum": list(STATES)})], scope=ANY),
                 "delete": _op("Cancel a workload", _ok("#/components/schemas/Workload"), params=[wid],
                               scope="custom:computehub:submit (own) or submit-on-behalf"),
             },

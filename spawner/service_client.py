@@ -46,8 +46,11 @@ class ServiceClient:
     async def submit(self, spec: dict) -> dict:
         return await self.request("POST", "workloads", spec)
 
-    async def get(self, workload_id: str) -> dict:
-        return await self.request("GET", f"workloads/{workload_id}")
+    async def get(self, workload_id: str, wait: float = 0, state: str = "") -> dict:
+        """The workload; with ``wait`` the service holds the answer until its state is no
+        longer ``state`` (default: what it is now) or ``wait`` seconds pass."""
+        query = f"?wait={wait:g}" + (f"&state={state}" if state else "") if wait else ""
+        return await self.request("GET", f"workloads/{workload_id}{query}")
 
     async def cancel(self, workload_id: str) -> dict:
         return await self.request("DELETE", f"workloads/{workload_id}")

@@ -156,3 +156,45 @@ def test_work_submitted_on_behalf_goes_to_a_queue_of_the_users_groups(hub):
     r3 = hub.call("POST", "/workloads", hub.launcher_token, json={"user": "nobody-such", "kind": "batch"})
     assert r3.status_code == 400 and "no user" in r3.json()["message"]
     assert hub.call("DELETE", f"/workloads/{r.json()['id']}", hub.launcher_token).status_code == 200
+
+
+def test_long_poll_answers_when_the_state_changes(hub):
+    """GET workloads/{id}?wait=S holds the answer until the state leaves what the caller saw."""
+    tok = hub.tokens["bob"]
+    big = hub.call("POST", "/workloads", tok, json={"name": "lp-big", "kind": "training",
+                                                    "resources": {"gpu": 4}, "time_limit": 3600}).json()
+    _events(hub, tok, lambda snap: any(w["id"] == big["id"] and w["state"] == "admitted" for w in snap))
+    wid = hub.call("POST", "/workloads", tok, json={"name": "lp-waits", "kind": "notebook",
+                                                    "resources": {"gpu": 1}}).json()["id"]
+    try:
+        # Nothing changes: the answer comes after the wait, still pending.
+        t0 = time.monotonic()
+        r = hub.call("GET", f"/workloads/{wid}?wait=1.5", tok)
+        assert r.status_code == 200 and r.json()["state"] == "pending"
+        assert 1.4 <= time.monotonic() - t0 < 10
+        # A state the caller did not see yet answers at once.
+        t0 = time.monotonic()
+        assert hub.call("GET", f"/workloads/{wid}?wait=20&state=admitted", tok).json()["state"] == "pending"
+        assert time.monotonic() - t0 < 5
+        # The GPUs free up during the wait: the answer comes with the admission, not at the deadline.
+        got = {}
+
+        def poll():
+            t = time.monotonic()
+            got["w"] = hub.call("GET", f"/workloads/{wid}?wait=25&state=pending", tok).json()
+            got["s"] = time.monotonic() - t
+
+        th = threading.Thread(target=poll)
+        th.start()
+        time.sleep(1.0)
+        assert "w" not in got, "the long poll answered before anything changed"
+        assert hub.call("DELETE", f"/workloads/{big['id']}", tok).status_code == 200
+        th.join(30)
+        assert got["w"]["state"] == "admitted" and 1.0 <= got["s"] < 15, got
+        for bad, word in (("wait=-1", "between 0 and 30"), ("wait=31", "between 0 and 30"),
+                          ("wait=soon", "a number"), ("wait=1&state=asleep", "one of")):
+            r = hub.call("GET", f"/workloads/{wid}?{bad}", tok)
+            assert r.status_code == 400 and word in r.json()["message"], (bad, r.text)
+    finally:
+        hub.call("DELETE", f"/workloads/{big['id']}", tok)
+        hub.call("DELETE", f"/workloads/{wid}", tok)

@@ -37,7 +37,9 @@ STREAM = "/api/v1/events"
 
 @pytest.fixture(scope="module")
 def fuzz_hub(tmp_path_factory):
-    with RealHub(tmp_path_factory.mktemp("fuzzhub")) as h:
+    # The fuzzer finds real workload ids; a long poll (?wait=) would hold its answers for up to 30 s.
+    with RealHub(tmp_path_factory.mktemp("fuzzhub"),
+                 extra_service_config="c.ComputeHubService.long_poll_max = 0.5\n") as h:
         yield h
 
 
