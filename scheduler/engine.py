@@ -121,6 +121,8 @@ class Engine:
         if len(self._shapes) > 2 * len(st.pending) + 1000:
             self._shapes = {}
         self._preempt_fail = set()
+        self._tail_memo: dict = {}
+        self._owed_memo: dict = {}
         self._victims = None
         # Work being preempted is treated as gone for this cycle; whatever lands on
         # what it still holds is only nominated, and starts once it has stopped.
@@ -150,7 +152,7 @@ class Engine:
         # A reservation never holds back work another queue is owed (within its guarantee), and one
         # for work larger than its queue's whole guarantee (it can only ever borrow) holds back no owed work.
         rsv_queues: set[str] = set()
-        owed = st.tree.within_guarantee
+        owed = self._owed
         for w in order:
             if strict is not None:
                 res.blockers[w.id] = Blocker(STRICT_ORDER, other=strict.id)
@@ -158,7 +160,7 @@ class Engine:
             cls = st.classes[w.priority]
             use_reserved = not res.reservations or (
                 w.time_limit is not None and shadow is not None and now + w.time_limit <= shadow) or (
-                w.queue not in rsv_queues and owed(w.queue, w.total) is None)
+                w.queue not in rsv_queues and owed(w) is None)
             rsv = None if use_reserved else reserved
             settled = backfill_mode == "skip" or len(res.reservations) >= n_reservations
             if settled and self._known_to_fail(w, cls, rsv, res):
@@ -187,11 +189,31 @@ class Engine:
                     backfill.merge(reserved, r.nodes)
                     shadow = None if (shadow is None or r.shadow is None) else min(shadow, r.shadow)
 
+    def _owed(self, w: Workload) -> str | None:
+        """``tree.within_guarantee`` for ``w``, remembered per queue and shape until usage
+        changes (an admission): the long tail of a cycle asks it again and again."""
+        key = (w.queue, self._shapes.get(w.id) or self._shape(w))
+        memo = self._owed_memo
+        try:
+            return memo[key]
+        except KeyError:
+            out = memo[key] = self.state.tree.within_guarantee(w.queue, w.total)
+            return out
+
     def _known_to_fail(self, w: Workload, cls: PriorityClass, rsv, res: CycleResult) -> bool:
         """Fast path for a long tail of pending work: its shape already failed to place
         and preemption already failed for its kind, so it cannot start this cycle
-        whatever its quota says (``explain`` refines the reason on demand)."""
-        shape = self._shape(w)
+        whatever its quota says (``explain`` refines the reason on demand).
+
+        A verdict is remembered per queue, rank, shape and reservation use until a
+        preemption succeeds: only that empties the caches it rests on (admissions and
+        new reservations take capacity, so what failed keeps failing)."""
+        shape = self._shapes.get(w.id) or self._shape(w)
+        tail_key = (w.queue, cls.rank, shape, rsv is None)
+        failed = self._tail_memo.get(tail_key)
+        if failed is not None:
+            res.blockers[w.id] = failed
+            return True
         failed = self._fail_cache[rsv is None].get(shape)
         if failed is None:
             return False
@@ -199,6 +221,7 @@ class Engine:
             return False    # might be held back only by the reservation: take the full path
         if self._preempting and (w.queue, cls.rank, shape) not in self._preempt_fail:
             return False
+        self._tail_memo[tail_key] = failed
         res.blockers[w.id] = failed
         return True
 
@@ -216,6 +239,7 @@ class Engine:
 
     def _admit(self, w: Workload, placement, now: float, res: CycleResult) -> None:
         self.state.allocate(w, placement, now, ADMITTED)
+        self._owed_memo = {}
         waits = self._leaving.relied_on(self.state.inventory, placement) or \
             self._leaving.quota_relied_on(self.state, w)
         if waits:
@@ -336,6 +360,7 @@ class Engine:
                 self._leaving.add(v)
         self._admit(w, placement, now, res)
         self._preempt_fail.clear()   # capacity moved: earlier failures may now succeed
+        self._tail_memo = {}
         return True
 
     def _requeue_or_end(self, v: Workload) -> None:

@@ -112,8 +112,6 @@ class Inventory:
 
     def _take(self, n: NodeState, gpus: tuple[int, ...], cpu: int, mem: int, sign: int) -> None:
         self._bucket_out(n)
-        if n.spec.schedulable:
-            self._totals(n, -1)
         if sign > 0:
             taken = set(gpus)
             n.free_gpus = [g for g in n.free_gpus if g not in taken]
@@ -121,8 +119,15 @@ class Inventory:
             n.free_gpus = sorted(n.free_gpus + list(gpus))
         n.free_cpu -= sign * cpu
         n.free_memory -= sign * mem
-        if n.spec.schedulable:
-            self._totals(n, 1)
+        spec = n.spec
+        if spec.schedulable:      # capacity stays; only what is free moves
+            free, dg = self.free, -sign * len(gpus)
+            free[GPU] = free.get(GPU, 0) + dg
+            if spec.gpu_model:
+                model = flavor_key(spec.gpu_model)
+                free[model] = free.get(model, 0) + dg
+            free[CPU] = free.get(CPU, 0) - sign * cpu
+            free[MEMORY] = free.get(MEMORY, 0) - sign * mem
         self._bucket_in(n)
 
     def allocate(self, w: Workload) -> None:

@@ -20,6 +20,12 @@ class Leaving:
         self.gpus: dict[str, set[int]] = {}
         self.cpu: dict[str, int] = {}
         self.memory: dict[str, int] = {}
+        # Totals of leaving work per queue of its chain, per (leaf, user), and counts per
+        # leaf: every admission asks, so they are summed once, as workloads arrive.
+        self._summed = 0
+        self._by_queue: dict[str, dict[str, int]] = {}
+        self._by_user: dict[tuple[str, str], dict[str, int]] = {}
+        self._count: dict[str, int] = {}
 
     def add(self, v: Workload) -> None:
         self.workloads.append(v)
@@ -34,34 +40,30 @@ class Leaving:
         if not self.workloads:
             return 0
         tree = state.tree
+        self._sum(tree)
         chain = tree.chain[w.queue]
-        mine = [v for v in self.workloads if v.queue in chain or any(q in chain for q in tree.chain[v.queue])]
+        # leaving work shares a queue with w's chain (its own chain meets w's)
+        mine = sum(c for q, c in self._count.items() if any(x in chain for x in tree.chain[q]))
         if not mine:
             return 0
-        gone: dict[str, dict[str, int]] = {}
-        gone_user: dict[str, int] = {}
-        for v in mine:
-            for q in tree.chain[v.queue]:
-                if q in chain:
-                    add_into(gone.setdefault(q, {}), v.total)
-            if v.queue == w.queue and v.user == w.user:
-                add_into(gone_user, v.total)
+        gone = self._by_queue
+        gone_user = self._by_user.get((w.queue, w.user), {})
         cls = state.classes[w.priority]
         for q in chain:
             u, g = tree.usage[q], gone.get(q, {})
             for k, lim in tree.limit[q].items():
                 if u.get(k, 0) + g.get(k, 0) > lim and g.get(k):
-                    return len(mine)
+                    return mine
         ulim = tree.specs[w.queue].limit_for_user(w.user)
         uu = tree.user_usage.get((w.queue, w.user), {})
         for k, lim in ulim.items():
             if uu.get(k, 0) + gone_user.get(k, 0) > lim and gone_user.get(k):
-                return len(mine)
+                return mine
         if not (cls.preemptible and cls.may_borrow):
             u, g, gov = tree.usage[w.queue], gone.get(w.queue, {}), tree.governed[w.queue]
             for k, v in g.items():
                 if k in gov and v and u.get(k, 0) + v > tree.guaranteed[w.queue].get(k, 0):
-                    return len(mine)
+                    return mine
         return 0
 
     def relied_on(self, inv, placement) -> int:
@@ -74,4 +76,15 @@ class Leaving:
             if (self.gpus.get(a.node, set()) & set(a.gpus) or n.free_cpu < self.cpu.get(a.node, 0)
                     or n.free_memory < self.memory.get(a.node, 0)):
                 nodes.add(a.node)
+        if not nodes:
+            return 0
         return sum(1 for v in self.workloads if any(a.node in nodes for a in v.placement))
+
+    def _sum(self, tree) -> None:
+        for v in self.workloads[self._summed:]:
+            total = v.total
+            for q in tree.chain[v.queue]:
+                add_into(self._by_queue.setdefault(q, {}), total)
+            add_into(self._by_user.setdefault((v.queue, v.user), {}), total)
+            self._count[v.queue] = self._count.get(v.queue, 0) + 1
+        self._summed = len(self.workloads)

@@ -89,6 +89,10 @@ def choose(state, w: Workload, cands: list[Workload], attempt, limit: int):
             placement, chosen = _greedy(state, w, best, attempt)
             if placement is not None:
                 return placement, chosen
+        elif state.inventory.place(w) is None:
+            # No node takes w even with all its candidates gone, and releasing work
+            # elsewhere changes no other node: trying them one by one cannot succeed.
+            return None, []
     return _greedy(state, w, cands, attempt)
 
 
@@ -99,14 +103,45 @@ def _could_fit(state, w: Workload, cands: list[Workload]) -> bool:
         return True
     inv = state.inventory
     key = flavor_key(w.gpu_model) if w.gpu_model else GPU
-    freeable = sum(len(a.gpus) for v in cands for a in v.placement
-                   if not w.gpu_model or inv.nodes[a.node].spec.gpu_model == w.gpu_model)
-    return inv.free.get(key, 0) + freeable >= need
+    missing = need - inv.free.get(key, 0)
+    for v in cands:
+        if missing <= 0:
+            break
+        for a in v.placement:
+            if not w.gpu_model or inv.nodes[a.node].spec.gpu_model == w.gpu_model:
+                missing -= len(a.gpus)
+    return missing <= 0
+
+
+def _usable(n, w: Workload) -> bool:
+    spec = n.spec
+    return spec.schedulable and not (w.gpu_model and spec.gpu_model != w.gpu_model) \
+        and not (w.node_selector and not n.matches(w.node_selector))
 
 
 def _best_node_group(state, w: Workload, cands: list[Workload]) -> list[Workload] | None:
+    """The victims of the node that needs the fewest, the most preferred first: per node,
+    its candidates in preference order until ``w`` fits there."""
     inv = state.inventory
     g, cpu, mem = w.request.get(GPU, 0), w.request.get(CPU, 0), w.request.get(MEMORY, 0)
+    # Fast path, the common case: the first node whose most preferred candidate alone makes
+    # room scores (1, [its rank]), which nothing can beat; candidates come in preference order.
+    seen: set[str] = set()
+    for v in cands:
+        for a in v.placement:
+            if a.node in seen:
+                continue
+            seen.add(a.node)
+            n = inv.nodes[a.node]
+            if not _usable(n, w):
+                continue
+            per = sum(1 for b in v.placement if b.node == a.node)
+            if len(n.free_gpus) >= g and n.free_cpu >= cpu and n.free_memory >= mem:
+                continue    # fits without a victim: not a node this search is for
+            if len(n.free_gpus) + sum(len(b.gpus) for b in v.placement if b.node == a.node) >= g \
+                    and n.free_cpu + v.request.get(CPU, 0) * per >= cpu \
+                    and n.free_memory + v.request.get(MEMORY, 0) * per >= mem:
+                return [v]
     rank = {v.id: i for i, v in enumerate(cands)}
     groups: dict[str, list[Workload]] = {}
     for v in cands:
@@ -117,9 +152,7 @@ def _best_node_group(state, w: Workload, cands: list[Workload]) -> list[Workload
     best = None
     for name, grp in groups.items():
         n = inv.nodes[name]
-        spec = n.spec
-        if not spec.schedulable or (w.gpu_model and spec.gpu_model != w.gpu_model) \
-                or (w.node_selector and not n.matches(w.node_selector)):
+        if not _usable(n, w):
             continue
         fg, fc, fm = len(n.free_gpus), n.free_cpu, n.free_memory
         chosen = []
