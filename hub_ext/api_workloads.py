@@ -147,7 +147,13 @@ class WorkloadStatusHandler(_OneWorkload):
             code = body.get("exit_code", 0 if state == "finished" else 1)
             if isinstance(code, bool) or not isinstance(code, int):
                 raise ValidationError("exit_code must be a whole number")
-            w = sched.mark_finished(w.id, exit_code=code, reason=str(body.get("reason", ""))[:2000])
+            lost = body.get("node_lost", False)
+            if not isinstance(lost, bool):
+                raise ValidationError("node_lost must be true or false")
+            if lost and state != "failed":
+                raise ValidationError("node_lost goes with state failed")
+            w = sched.mark_finished(w.id, exit_code=code, reason=str(body.get("reason", ""))[:2000],
+                                    node_lost=lost)
         elif state == "stopped":
             w = sched.mark_stopped(w.id)
         elif state == "idle":

@@ -91,6 +91,8 @@ def document(version: str) -> dict:
                     "state": {"type": "string", "enum": ["running", "update", "finished", "failed", "stopped",
                                                          "idle"]},
                     "exit_code": {"type": "integer"}, "reason": {"type": "string"},
+                    "node_lost": {"type": "boolean", "description": "with failed: the node went away; the "
+                                  "workload requeues if its class requeues"},
                     "endpoint": {"type": "string", "maxLength": 500,
                                  "description": "http(s) URL where serve/{id}/ forwards (inference)"},
                     "message": {"type": "string", "maxLength": 2000}, "node": {"type": "string", "maxLength": 2000},

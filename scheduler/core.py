@@ -284,17 +284,21 @@ class Scheduler:
             self.store.put_workload(w)
         return w
 
-    def mark_finished(self, workload_id: str, now=None, exit_code: int = 0, reason: str = "") -> Workload:
-        """The workload ended by itself: finished (exit 0) or failed."""
+    def mark_finished(self, workload_id: str, now=None, exit_code: int = 0, reason: str = "",
+                      node_lost: bool = False) -> Workload:
+        """The workload ended: finished (exit 0) or failed; when its node was lost (not its
+        own doing) it requeues, keeping its place by age, if its class requeues."""
         w = self.get(workload_id)
         if w.state not in HOLDING:
             raise Conflict(f"workload {workload_id} is {w.state}; only running work can finish")
         now = self._now(now)
-        state = FINISHED if exit_code == 0 else FAILED
+        state = FINISHED if exit_code == 0 and not node_lost else FAILED
         w.exit_code = exit_code
         with self._tx():
-            self._end_holding(w, now, state, reason or ("exit code %d" % exit_code), state=state)
-        self.state.forget(w)
+            self._end_holding(w, now, "node_lost" if node_lost else state,
+                              reason or ("exit code %d" % exit_code), state=state, requeue=node_lost)
+        if w.state in TERMINAL:
+            self.state.forget(w)
         return w
 
     def mark_stopped(self, workload_id: str, now=None) -> Workload:

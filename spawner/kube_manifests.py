@@ -181,6 +181,11 @@ def training_manifests(workload: dict, job: Job, t: Template, s: Settings) -> li
                              "ports": [{"name": "master", "port": s.master_port, "targetPort": s.master_port}]}})
     out.append({"apiVersion": "batch/v1", "kind": "Job", "metadata": _meta(name, s, labels),
                 "spec": {"completionMode": "Indexed", "completions": n, "parallelism": n, "backoffLimit": 0,
+                         # A pod disrupted (its node lost, evicted) fails the Job at once with this rule,
+                         # which the launcher reads as "node lost": the service requeues it elsewhere
+                         # (a retry here would stay pinned to the lost node).
+                         "podFailurePolicy": {"rules": [{"action": "FailJob", "onPodConditions": [
+                             {"type": "DisruptionTarget", "status": "True"}]}]},
                          "template": {"metadata": {"labels": labels}, "spec": pod_spec}}})
     return out
 

@@ -152,7 +152,8 @@ class KubeLauncher(LauncherBackend):
                 return Ended(0, "all workers completed", self.last_lines(workload))
             if c.status == "True" and c.type in ("Failed", "FailureTarget"):
                 await self._save_logs(workload)
-                lost = (c.reason or "") in ("PodFailurePolicy",) and "node" in (c.message or "").lower()
+                # the Job's podFailurePolicy fails it on a pod's DisruptionTarget condition
+                lost = (c.reason or "") == "PodFailurePolicy" and "DisruptionTarget" in (c.message or "")
                 return Ended(1, f"the Job failed: {c.reason or ''} {c.message or ''}".strip(),
                              self.last_lines(workload), node_lost=lost)
         return None

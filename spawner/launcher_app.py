@@ -247,9 +247,11 @@ class LauncherApp(Application):
         reason = ended_reason(ended)
         if ended.node_lost:
             reason = f"node lost: {reason}"[:REASON_MAX]
-        state = "finished" if ended.exit_code == 0 else "failed"
+        state = "finished" if ended.exit_code == 0 and not ended.node_lost else "failed"
         self.log.info("%s: %s (%s)", wid, state, ended.reason)
-        await self.report(wid, state, exit_code=ended.exit_code, reason=reason)
+        extra = {"node_lost": True} if ended.node_lost else {}    # the service requeues it by class
+        await self.report(wid, state, exit_code=(ended.exit_code or 1) if ended.node_lost else ended.exit_code,
+                          reason=reason, **extra)
 
     async def halt(self, wid: str, t: Tracked, grace: float, report: str | None, reason: str = "") -> None:
         """Stop a workload's processes and (optionally) report how it ended."""

@@ -198,3 +198,35 @@ def test_long_poll_answers_when_the_state_changes(hub):
     finally:
         hub.call("DELETE", f"/workloads/{big['id']}", tok)
         hub.call("DELETE", f"/workloads/{wid}", tok)
+
+
+def test_a_lost_node_requeues_by_class(hub):
+    """A launcher reporting failed with node_lost: training requeues (same id, back in line),
+    a notebook (its class does not requeue) ends failed; bad values are refused."""
+    tok = hub.launcher_token
+
+    def admitted(kind):
+        w = hub.call("POST", "/workloads", tok, json={"user": "carol", "kind": kind,
+                                                      "resources": {"cpu": "100m"}}).json()
+        deadline = time.time() + 10
+        while hub.call("GET", f"/workloads/{w['id']}", tok).json()["state"] != "admitted":
+            assert time.time() < deadline, "not admitted"
+            time.sleep(0.1)
+        assert hub.call("POST", f"/workloads/{w['id']}/status", tok, json={"state": "running"}).status_code == 200
+        return w["id"]
+
+    job, nb = admitted("training"), admitted("notebook")
+    for body, word in (({"state": "failed", "node_lost": "yes"}, "true or false"),
+                       ({"state": "finished", "node_lost": True}, "goes with state failed")):
+        r = hub.call("POST", f"/workloads/{job}/status", tok, json=body)
+        assert r.status_code == 400 and word in r.json()["message"], r.text
+    assert hub.call("GET", f"/workloads/{job}", tok).json()["state"] == "running"     # nothing changed
+    r = hub.call("POST", f"/workloads/{job}/status", tok, json={"state": "failed", "exit_code": 1,
+                                                                "node_lost": True, "reason": "node n1 lost"})
+    assert r.status_code == 200 and r.json()["state"] in ("pending", "admitted"), r.text
+    r = hub.call("POST", f"/workloads/{nb}/status", tok, json={"state": "failed", "exit_code": 1,
+                                                               "node_lost": True, "reason": "node n1 lost"})
+    assert r.status_code == 200 and r.json()["state"] == "failed", r.text
+    kinds = [e["kind"] for e in hub.call("GET", f"/audit?workload={job}", hub.tokens["ada"]).json()["events"]]
+    assert "node_lost" in kinds and "requeued" in kinds, kinds
+    hub.call("DELETE", f"/workloads/{job}", tok)

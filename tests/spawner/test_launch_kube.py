@@ -321,6 +321,31 @@ def test_a_restarted_launcher_adopts_what_runs(kc, tmp_path):
     assert (tmp_path / "w9999999.log").read_text().startswith("[computehub] created Job ch-w9999999")
 
 
+def test_a_lost_node_requeues_the_job_by_its_class(kc):
+    """The Job's podFailurePolicy fails it when a pod gets DisruptionTarget (the node went
+    away); the launcher reports node_lost and the service requeues the training job. The
+    emulated API has no Job controller: the test writes the status that controller writes."""
+    w = submit(kc, "alice", {"command": ["python", "train.py"]}, gpus=1)
+    wid = w["id"]
+    wait_for("running", lambda: state_is(kc, wid, "running"))
+    job = wait_for("the Job", lambda: one(kc, "jobs", wid))
+    assert job["spec"]["podFailurePolicy"] == {"rules": [{"action": "FailJob", "onPodConditions": [
+        {"type": "DisruptionTarget", "status": "True"}]}]}
+    kc.cluster.run(patch_status(kc.cluster, f"/apis/batch/v1/namespaces/{NS}/jobs/ch-{wid}/status", {
+        "failed": 1, "conditions": [{"type": "Failed", "status": "True", "reason": "PodFailurePolicy",
+                                     "message": f"Pod {NS}/ch-{wid}-0-abcde has condition DisruptionTarget "
+                                                "matching FailJob rule at index 0"}]}))
+    # requeued (training requeues), then admitted and started again as a fresh Job
+    events = wait_for("the node_lost event", lambda: [
+        e for e in kc.call("GET", f"/audit?workload={wid}", kc.tokens["ada"]).json().get("events", [])
+        if e["kind"] in ("node_lost", "requeued")], timeout=60)
+    assert {e["kind"] for e in events} >= {"node_lost", "requeued"}, events
+    assert "DisruptionTarget" in next(e for e in events if e["kind"] == "node_lost")["reason"]
+    again = wait_for("running again", lambda: state_is(kc, wid, "running"))
+    assert again["id"] == wid
+    assert kc.call("DELETE", f"/workloads/{wid}", kc.tokens["alice"]).status_code == 200
+
+
 def test_every_manifest_validates(kc):
     assert K8S_VERSION in all_versions(), f"kubernetes-validate bundles no schema for {K8S_VERSION}"
     created = [m for m in kc.cluster.created() if (m.get("metadata") or {}).get("name", "").startswith("ch-")
@@ -329,3 +354,4 @@ def test_every_manifest_validates(kc):
     for m in created:
         validate(m, K8S_VERSION, strict=True)
     kc.cluster.check()
+
