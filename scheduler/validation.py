@@ -184,13 +184,17 @@ def workload_fields(d: dict, state) -> dict:
         raise ValidationError(f"unknown workload field(s): {', '.join(sorted(unknown))}")
     user = check_name("user", d.get("user"))
     kind = d.get("kind", "batch")
-    if kind not in KINDS:
+    if not isinstance(kind, str) or kind not in KINDS:
         raise ValidationError(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
     qname = d.get("queue")
     if not isinstance(qname, str):
         raise ValidationError("queue is required (the name of a queue you may submit to)")
     qspec = state.tree.require_leaf(qname)
-    prio = d.get("priority") or DEFAULT_CLASS_FOR_KIND[kind]
+    prio = d.get("priority")
+    if prio is None or prio == "":
+        prio = DEFAULT_CLASS_FOR_KIND[kind]
+    if not isinstance(prio, str):
+        raise ValidationError(f"priority must be the name of a priority class; got {prio!r}")
     if prio not in state.classes:
         raise NotFound(f"unknown priority class {prio!r} (known: {', '.join(sorted(state.classes))})")
     request = parse_vector(d.get("resources"), "resources")
@@ -219,10 +223,12 @@ def workload_fields(d: dict, state) -> dict:
     if time_limit is not None:
         time_limit = float(_number("time_limit (seconds)", time_limit, low=1e-3, high=MAX_TIME_LIMIT))
     selector = _labels("node_selector", d.get("node_selector"))
-    name = d.get("name") or ""
+    name = d.get("name")
+    name = "" if name is None else name
     if not isinstance(name, str) or len(name) > 128:
         raise ValidationError("name must be text of at most 128 characters")
-    metadata = d.get("metadata") or {}
+    metadata = d.get("metadata")
+    metadata = {} if metadata is None else metadata
     if not isinstance(metadata, dict):
         raise ValidationError("metadata must be a mapping")
     fields = dict(user=user, queue=qname, kind=kind, priority=prio, request=request, workers=workers,

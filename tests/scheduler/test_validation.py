@@ -27,6 +27,11 @@ def _state(s):
     ({"queue": "org"}, ValidationError, "has sub-queues"),
     ({"priority": "vip"}, NotFound, "unknown priority class 'vip'"),
     ({"kind": "game"}, ValidationError, "kind must be one of"),
+    # JSON that is not text where text is due (found by the API fuzzer: a list crashed the lookup)
+    ({"priority": [None]}, ValidationError, "priority must be the name of a priority class"),
+    ({"kind": ["batch"]}, ValidationError, "kind must be one of"),
+    ({"name": []}, ValidationError, "name must be text"),
+    ({"metadata": []}, ValidationError, "metadata must be a mapping"),
     ({"time_limit": -5}, ValidationError, "time_limit"),
     ({"time_limit": "banana"}, ValidationError, "time_limit"),
     ({"gpu_model": "h100"}, ValidationError, "no node in the cluster can hold"),
