@@ -36,6 +36,7 @@ class Tracked:
     ready: bool = False
     busy: bool = False        # a stop (cancel, preemption, time limit) is under way
     started: float = 0.0
+    ended: Ended | None = None  # how it ended, kept until the service has heard it
 
 
 def ended_reason(ended: Ended) -> str:
@@ -188,9 +189,11 @@ class LauncherApp(Application):
                 self.spawn(self.halt(wid, t, self.cancel_grace, report="failed",
                                      reason=f"exceeded its time limit of {limit:g} s"))
                 continue
-            ended = await self.backend.poll(w)
+            ended = t.ended or await self.backend.poll(w)
             if ended is not None:
-                await self.on_ended(wid, t, ended)
+                # reported in its own task: many jobs ending in one look report side by side
+                t.busy = True
+                self.spawn(self._report_ended(wid, t, ended))
             elif w["kind"] == "inference" and not t.ready:
                 endpoint = await self.backend.ready(w)
                 if endpoint:
@@ -227,9 +230,16 @@ class LauncherApp(Application):
             # cancelled while starting: the next look stops it
             self.log.info("%s: ended while it was being started", wid)
 
+    async def _report_ended(self, wid: str, t: Tracked, ended: Ended) -> None:
+        try:
+            await self.on_ended(wid, t, ended)
+        finally:
+            t.busy = False              # still tracked only when an inference service was restarted
+
     async def on_ended(self, wid: str, t: Tracked, ended: Ended) -> None:
         w = t.workload
-        if w["kind"] == "inference" and not ended.node_lost and t.restarts < self.max_restarts:
+        if w["kind"] == "inference" and not ended.node_lost and t.restarts < self.max_restarts \
+                and t.ended is None:
             t.restarts += 1
             t.ready = False
             self.log.warning("%s: inference crashed (%s); restart %d of %d", wid, ended.reason, t.restarts,
@@ -243,15 +253,17 @@ class LauncherApp(Application):
                                   message=f"restarted after: {ended.reason} ({t.restarts}/{self.max_restarts})"
                                   + (f"; {notes['message']}" if notes.get("message") else ""))
                 return
-        self.tracked.pop(wid, None)
         reason = ended_reason(ended)
         if ended.node_lost:
             reason = f"node lost: {reason}"[:REASON_MAX]
         state = "finished" if ended.exit_code == 0 and not ended.node_lost else "failed"
         self.log.info("%s: %s (%s)", wid, state, ended.reason)
         extra = {"node_lost": True} if ended.node_lost else {}    # the service requeues it by class
+        t.ended = ended
         await self.report(wid, state, exit_code=(ended.exit_code or 1) if ended.node_lost else ended.exit_code,
                           reason=reason, **extra)
+        # only now: a report that did not reach the service is made again at the next look
+        self.tracked.pop(wid, None)
 
     async def halt(self, wid: str, t: Tracked, grace: float, report: str | None, reason: str = "") -> None:
         """Stop a workload's processes and (optionally) report how it ended."""
