@@ -83,7 +83,7 @@ class WorkloadHandler(_OneWorkload):
             w = await self._until_state_leaves(w, seen or w.state, min(wait, self.service.long_poll_max))
         d = views.workload(w, self.service.positions)
         if w.state not in TERMINAL:
-            d["explanation"] = self.service.sched.explain(w.id)
+            d["explanation"] = self.service.explanation(w)     # computed once per cycle
         self.write_json(d)
 
     async def _until_state_leaves(self, w, seen: str, wait: float):

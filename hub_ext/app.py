@@ -60,6 +60,11 @@ class ComputeHubService(Application):
     cycle_interval = Float(5.0, config=True, help="Seconds between periodic scheduling cycles.")
     cycle_delay = Float(0.01, config=True,
                         help="Seconds to wait after a change before a cycle, so bursts share one cycle.")
+    cycle_min_interval = Float(0.05, config=True,
+                               help="Least seconds between the starts of two scheduling cycles. Under a "
+                                    "burst of changes cycles come at most this often, each taking all that "
+                                    "arrived (throughput); a change after a quiet spell waits only "
+                                    "cycle_delay (latency).")
     long_poll_max = Float(30.0, config=True,
                           help="Longest a GET workloads/{id}?wait=S holds its answer, in seconds (at most "
                                "30); a longer wait is cut to this. Each held request is one open connection.")
@@ -126,6 +131,7 @@ class ComputeHubService(Application):
         self.audit.start_after(self.sched.store.last_event_id())
         self.positions: dict[str, tuple[int, int]] = {}
         self.cycles = 0
+        self._last_cycle = 0.0
         self._explained: dict[str, tuple[int, dict]] = {}
         self._submissions: list = []
         self._groups: dict[str, tuple[float, set[str]]] = {}
@@ -302,6 +308,7 @@ class ComputeHubService(Application):
     # --- the scheduling loop ----------------------------------------------------------
 
     def run_cycle(self) -> None:
+        self._last_cycle = time.monotonic()
         res = self.sched.cycle(now=time.time())
         self.cycles += 1
         self.metrics.observe_cycle(res)
@@ -323,6 +330,9 @@ class ComputeHubService(Application):
             try:
                 await asyncio.wait_for(self._wake.wait(), self.cycle_interval)
                 await asyncio.sleep(self.cycle_delay)
+                gap = self._last_cycle + self.cycle_min_interval - time.monotonic()
+                if gap > 0:
+                    await asyncio.sleep(gap)
             except asyncio.TimeoutError:
                 pass
             self._wake.clear()
