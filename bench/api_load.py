@@ -60,7 +60,6 @@ USERS = [("alice", "vision"), ("bob", "vision"), ("carol", "nlp"), ("lin", "visi
 # The service's defaults, not the fast cycle of the test fixture.
 SERVICE_CONFIG = """
 c.ComputeHubService.cycle_interval = 5.0
-c.ComputeHubService.cycle_delay = 0.05
 """
 TARGET_RATE = 500.0
 TARGET_P99_MS = 100.0
@@ -373,11 +372,15 @@ def main(argv=None) -> None:
     ap.add_argument("--profile", action="store_true",
                     help="py-spy record the service during the 8-client proxy phase")
     ap.add_argument("--profile-out", default=os.path.join(tempfile.gettempdir(), "computehub-api-profile.txt"))
+    ap.add_argument("--set", action="append", default=[], metavar="Class.trait=VALUE",
+                    help="service configuration for this run, e.g. ComputeHubService.write_on_thread=False "
+                         "(a Python literal; repeatable), to compare settings run against run")
     ap.add_argument("--keep", action="store_true", help="keep the hub's folder (logs) afterwards")
     args = ap.parse_args(argv)
 
     workdir = Path(tempfile.mkdtemp(prefix="computehub-api-load-"))
-    hub = RealHub(workdir, db_url=args.db_url, extra_service_config=SERVICE_CONFIG)
+    extra = "".join(f"c.{k.strip()} = {v.strip()}\n" for k, v in (a.split("=", 1) for a in args.set))
+    hub = RealHub(workdir, db_url=args.db_url, extra_service_config=SERVICE_CONFIG + extra)
     print(f"starting a real hub + proxy + service in {workdir} ...", flush=True)
     try:
         hub.start()

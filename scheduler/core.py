@@ -13,16 +13,16 @@ import time as _time
 
 from . import ledger, reclaim, validation
 from .engine import CycleResult, Engine, EngineConfig
-from .errors import Conflict, NotFound, SchedulerError
-from .model import (ADMITTED, AWAITING_APPROVAL, CANCELLED, REJECTED, FAILED, FINISHED, HOLDING, PENDING, PREEMPTED, PREEMPTING,
+from .errors import Conflict, NotFound
+from .model import (ADMITTED, AWAITING_APPROVAL, CANCELLED, FAILED, FINISHED, HOLDING, PENDING, PREEMPTED, PREEMPTING,
                     RECLAIMED, RUNNING, TERMINAL, Allocation, Event, NodeSpec, PriorityClass, QueueSpec,
                     Workload, default_classes)
-from .resources import fmt_amount, label, render
 from .state import ClusterState
 from .store import MemoryStore, Store
+from .submissions import SubmissionsMixin
 
 
-class Scheduler:
+class Scheduler(SubmissionsMixin):
     def __init__(self, store: Store | None = None, config: EngineConfig | None = None,
                  clock=_time.time, prices: dict[str, float] | None = None):
         self.store = store if store is not None else MemoryStore()
@@ -30,6 +30,7 @@ class Scheduler:
         self.clock = clock
         self.prices = dict(prices or {})
         self.last: CycleResult | None = None
+        self._unapplied: dict[str, Workload] = {}     # prepared submissions not yet applied
         self._load()
 
     # --- lifecycle -------------------------------------------------------------
@@ -46,7 +47,7 @@ class Scheduler:
             self.state.add(w)
         self.engine = Engine(self.state, self.config)
         self.engine.fairshare.load(snap.fairshare_time, snap.fairshare)
-        self.next_seq = snap.next_seq
+        self.next_seq = max([snap.next_seq] + [w.seq + 1 for w in self._unapplied.values()])
         self.last = None
 
     @contextlib.contextmanager
@@ -58,6 +59,11 @@ class Scheduler:
         except BaseException:
             self._load()
             raise
+
+    def _live(self):
+        """Pending and running work, and submissions being written (see submissions.py)."""
+        yield from self.state.workloads.values()
+        yield from self._unapplied.values()
 
     def _now(self, now):
         return self.clock() if now is None else float(now)
@@ -87,7 +93,7 @@ class Scheduler:
             raise NotFound(f"unknown queue {name!r}")
         if any(s.parent == name for s in specs.values()):
             raise Conflict(f"queue {name!r} has sub-queues; delete or move them first")
-        live = [w.id for w in self.state.workloads.values() if w.queue == name]
+        live = [w.id for w in self._live() if w.queue == name]
         if live:
             raise Conflict(f"queue {name!r} still has {len(live)} pending or running workload(s)")
         before = specs.pop(name)
@@ -109,7 +115,7 @@ class Scheduler:
     def delete_class(self, name: str, now=None, actor: str = "") -> None:
         if name not in self.state.classes:
             raise NotFound(f"unknown priority class {name!r}")
-        if any(w.priority == name for w in self.state.workloads.values()):
+        if any(w.priority == name for w in self._live()):
             raise Conflict(f"priority class {name!r} is used by pending or running workloads")
         before = self.state.classes[name]
         with self._tx():
@@ -164,79 +170,6 @@ class Scheduler:
         return lost
 
     # --- workloads -------------------------------------------------------------
-
-    def submit(self, spec: dict, now=None) -> Workload:
-        """Validate and accept a workload. Once this returns it is durable."""
-        out = self.submit_many([spec], now)[0]
-        if isinstance(out, SchedulerError):
-            raise out
-        return out
-
-    def submit_many(self, specs: list[dict], now=None) -> list[Workload | SchedulerError]:
-        """Accept several submissions in ONE transaction (group commit): each entry of
-        the result is the accepted workload or the error that refused that spec.
-        If the transaction fails, the exception propagates and nothing was accepted."""
-        now = self._now(now)
-        results: list[Workload | SchedulerError] = []
-        accepted: list[tuple[Workload, str]] = []
-        seq = self.next_seq
-        for spec in specs:
-            try:
-                fields = validation.workload_fields(spec, self.state)
-            except SchedulerError as e:
-                results.append(e)
-                continue
-            w = Workload(id=f"w{seq:07d}", seq=seq, submitted_at=now, **fields)
-            seq += 1
-            over = self._needs_approval(w)
-            if over:
-                w.state, w.reason = AWAITING_APPROVAL, over
-            accepted.append((w, over))
-            results.append(w)
-        if accepted:
-            with self._tx():
-                for w, over in accepted:
-                    self.store.put_workload(w)
-                    self._event(now, "submitted", w, "", user=w.user, queue=w.queue, priority=w.priority,
-                                request=render(w.request), workers=w.workers)
-                    if over:
-                        self._event(now, "approval_requested", w, over)
-            self.next_seq = seq
-            for w, _ in accepted:
-                self.state.add(w)
-        return results
-
-    def _needs_approval(self, w: Workload) -> str:
-        above = self.state.tree.specs[w.queue].approval_above
-        for k, v in w.total.items():
-            if k in above and v > above[k]:
-                return (f"asks for {fmt_amount(k, v)} {label(k)}; queue {w.queue} needs an admin's "
-                        f"approval above {fmt_amount(k, above[k])}")
-        return ""
-
-    def approvals(self) -> list[Workload]:
-        """Workloads waiting for an admin's decision, oldest first."""
-        return self.workloads(states=(AWAITING_APPROVAL,))
-
-    def decide(self, workload_id: str, approve: bool, now=None, actor: str = "",
-               reason: str = "") -> Workload:
-        """An admin approves (the workload joins the line, keeping its age) or rejects it."""
-        w = self.get(workload_id)
-        if w.state != AWAITING_APPROVAL:
-            raise Conflict(f"workload {workload_id} is {w.state}, not awaiting approval")
-        now = self._now(now)
-        if approve:
-            w.state, w.reason = PENDING, ""
-        else:
-            w.state, w.ended_at, w.reason = REJECTED, now, reason or "rejected by an admin"
-        with self._tx():
-            self.store.put_workload(w)
-            self._event(now, "approved" if approve else "rejected", w, reason, actor=actor)
-        if approve:
-            self.state.pending[w.id] = w
-        else:
-            self.state.forget(w)
-        return w
 
     def get(self, workload_id: str) -> Workload:
         w = self.state.workloads.get(workload_id) or self.store.get_workload(workload_id)

@@ -61,8 +61,19 @@ class Store:
         (a durable store refuses a GPU held by two workloads)."""
         raise NotImplementedError
 
+    def add_new_workloads(self, ws: list[Workload]) -> None:
+        """Insert workloads just submitted (pending, holding nothing) in one go; an id
+        already stored is refused, never overwritten."""
+        for w in ws:
+            self.put_workload(w)
+
     def add_event(self, event: Event) -> None:
         raise NotImplementedError
+
+    def add_events(self, events: list[Event]) -> None:
+        """Several events in one go; their ids are not filled in."""
+        for e in events:
+            self.add_event(e)
 
     def open_allocation(self, a: Allocation) -> None:
         raise NotImplementedError
@@ -151,6 +162,13 @@ class MemoryStore(Store):
 
     def put_workload(self, w):
         self.workloads[w.id] = w
+
+    def add_new_workloads(self, ws):
+        taken = [w.id for w in ws if w.id in self.workloads]
+        if taken:
+            raise ValueError(f"workload id(s) already stored: {', '.join(taken)}")
+        for w in ws:
+            self.workloads[w.id] = w
 
     def add_event(self, event):
         if self.keep_events:

@@ -202,6 +202,20 @@ class SqlStore(Store):
             if rows:
                 conn.execute(insert(ga), rows)    # a GPU already held raises IntegrityError
 
+    def add_new_workloads(self, ws: list[Workload]) -> None:
+        # One multi-row INSERT (no upsert: an id already stored raises IntegrityError).
+        if ws:
+            self._w().execute(insert(T.workloads), [
+                {"id": w.id, "seq": w.seq, "user": w.user, "queue": w.queue, "kind": w.kind,
+                 "priority": w.priority, "state": w.state, "submitted_at": w.submitted_at,
+                 "data": w.to_dict()} for w in ws])
+
+    def add_events(self, events: list[Event]) -> None:
+        if events:
+            self._w().execute(insert(T.events), [
+                {"time": e.time, "kind": e.kind, "workload_id": e.workload_id, "reason": e.reason,
+                 "data": e.data} for e in events])
+
     def add_event(self, event: Event) -> None:   # noqa: F811 (the interface's name)
         res = self._w().execute(insert(T.events), {
             "time": event.time, "kind": event.kind, "workload_id": event.workload_id,

@@ -175,6 +175,27 @@ def test_exception_rolls_back_everything(store):
     assert not held(store, "n", 0)
 
 
+def test_new_workloads_and_events_in_one_go(store_url):
+    """The group-commit writes: many rows per statement, the same result as one by one,
+    and an id already stored is refused (never overwritten) on both stores."""
+    for s in (SqlStore(store_url), MemoryStore()):
+        with s.transaction():
+            s.add_new_workloads([wl(1), wl(2, user="bob")])
+            s.add_events([Event(5.0, "submitted", "w1", "", {"user": "alice"}),
+                          Event(5.0, "submitted", "w2", "", {"user": "bob"})])
+        assert [(w.id, w.user) for w in s.get_workloads()] == [("w1", "alice"), ("w2", "bob")]
+        assert [(e.workload_id, e.data) for e in s.get_events()] == [
+            ("w1", {"user": "alice"}), ("w2", {"user": "bob"})]
+        with pytest.raises((IntegrityError, ValueError)):
+            with s.transaction():
+                s.add_new_workloads([wl(3), wl(1, user="mallory")])
+        assert [(w.id, w.user) for w in s.get_workloads()] == [("w1", "alice"), ("w2", "bob")]
+        if isinstance(s, SqlStore):
+            with pytest.raises(RuntimeError, match="transaction"):
+                s.add_new_workloads([wl(4)])
+            s.close()
+
+
 def test_nested_transactions_join_the_outer_one(store):
     with pytest.raises(KeyError):
         with store.transaction():

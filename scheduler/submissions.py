@@ -1,0 +1,143 @@
+"""Accepting work: validation, group commit and admins' approvals.
+
+A submission is taken in three steps so that a service can keep its event loop
+free while the database makes a batch durable:
+
+1. ``prepare_submissions`` validates every spec against the current state and
+   gives each accepted one its id (memory and store untouched);
+2. ``write_submissions`` writes the accepted ones and their events in ONE
+   transaction; it touches no in-memory state, so it may run on another thread;
+3. ``apply_submissions`` adds them to the in-memory state (the scheduler sees
+   them from its next cycle), or ``drop_submissions`` forgets a batch whose write
+   failed.
+
+Between 1 and 3 the batch counts as live work: a queue or priority class it
+names cannot be deleted under it.
+
+``submit_many`` runs the three in a row. A caller that runs step 2 elsewhere
+must keep one batch in flight at a time and apply it before preparing the next.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import validation
+from .errors import Conflict, SchedulerError
+from .model import AWAITING_APPROVAL, PENDING, REJECTED, Event, Workload
+from .resources import fmt_amount, label, render
+
+
+@dataclass
+class SubmissionBatch:
+    now: float
+    results: list = field(default_factory=list)          # Workload or the SchedulerError refusing that spec
+    accepted: list[Workload] = field(default_factory=list)
+    next_seq: int = 0
+
+    def events(self) -> list[Event]:
+        out = []
+        for w in self.accepted:
+            out.append(Event(self.now, "submitted", w.id, "", {
+                "user": w.user, "queue": w.queue, "priority": w.priority, "request": render(w.request),
+                "workers": w.workers}))
+            if w.state == AWAITING_APPROVAL:
+                out.append(Event(self.now, "approval_requested", w.id, w.reason, {}))
+        return out
+
+
+class SubmissionsMixin:
+    """The part of ``Scheduler`` that accepts work (see the module docstring)."""
+
+    def submit(self, spec: dict, now=None) -> Workload:
+        """Validate and accept a workload. Once this returns it is durable."""
+        out = self.submit_many([spec], now)[0]
+        if isinstance(out, SchedulerError):
+            raise out
+        return out
+
+    def submit_many(self, specs: list[dict], now=None) -> list[Workload | SchedulerError]:
+        """Accept several submissions in ONE transaction (group commit): each entry of
+        the result is the accepted workload or the error that refused that spec.
+        If the transaction fails, the exception propagates and nothing was accepted."""
+        batch = self.prepare_submissions(specs, now)
+        try:
+            self.write_submissions(batch)
+        except BaseException:
+            self.drop_submissions(batch)
+            raise
+        self.apply_submissions(batch)
+        return batch.results
+
+    def prepare_submissions(self, specs: list[dict], now=None) -> SubmissionBatch:
+        batch = SubmissionBatch(now=self._now(now))
+        seq = self.next_seq
+        for spec in specs:
+            try:
+                fields = validation.workload_fields(spec, self.state)
+            except SchedulerError as e:
+                batch.results.append(e)
+                continue
+            w = Workload(id=f"w{seq:07d}", seq=seq, submitted_at=batch.now, **fields)
+            seq += 1
+            over = self._needs_approval(w)
+            if over:
+                w.state, w.reason = AWAITING_APPROVAL, over
+            batch.accepted.append(w)
+            batch.results.append(w)
+        batch.next_seq = seq
+        self.next_seq = seq          # reserved: a failed write leaves a gap, never a reused id
+        self._unapplied.update((w.id, w) for w in batch.accepted)
+        return batch
+
+    def write_submissions(self, batch: SubmissionBatch) -> None:
+        """Durable, or the exception propagates and nothing was written. Memory is not
+        touched (a failure needs no reload), so this may run on a writer thread."""
+        if batch.accepted:
+            with self.store.transaction():
+                self.store.add_new_workloads(batch.accepted)
+                self.store.add_events(batch.events())
+
+    def apply_submissions(self, batch: SubmissionBatch) -> None:
+        """After a successful write: the scheduler sees them from its next cycle."""
+        self.next_seq = max(self.next_seq, batch.next_seq)     # a reload meanwhile may have lowered it
+        for w in batch.accepted:
+            self._unapplied.pop(w.id, None)
+            self.state.add(w)
+
+    def drop_submissions(self, batch: SubmissionBatch) -> None:
+        """After a failed write: nothing of the batch exists."""
+        for w in batch.accepted:
+            self._unapplied.pop(w.id, None)
+
+    def _needs_approval(self, w: Workload) -> str:
+        above = self.state.tree.specs[w.queue].approval_above
+        for k, v in w.total.items():
+            if k in above and v > above[k]:
+                return (f"asks for {fmt_amount(k, v)} {label(k)}; queue {w.queue} needs an admin's "
+                        f"approval above {fmt_amount(k, above[k])}")
+        return ""
+
+    def approvals(self) -> list[Workload]:
+        """Workloads waiting for an admin's decision, oldest first."""
+        return self.workloads(states=(AWAITING_APPROVAL,))
+
+    def decide(self, workload_id: str, approve: bool, now=None, actor: str = "",
+               reason: str = "") -> Workload:
+        """An admin approves (the workload joins the line, keeping its age) or rejects it."""
+        w = self.get(workload_id)
+        if w.state != AWAITING_APPROVAL:
+            raise Conflict(f"workload {workload_id} is {w.state}, not awaiting approval")
+        now = self._now(now)
+        if approve:
+            w.state, w.reason = PENDING, ""
+        else:
+            w.state, w.ended_at, w.reason = REJECTED, now, reason or "rejected by an admin"
+        with self._tx():
+            self.store.put_workload(w)
+            self._event(now, "approved" if approve else "rejected", w, reason, actor=actor)
+        if approve:
+            self.state.pending[w.id] = w
+        else:
+            self.state.forget(w)
+        return w
