@@ -1,4 +1,4 @@
-"""``api/v1/workloads``: submit, list, get (with explanation), cancel, logs, status reports."""
+"""``api/v1/workloads``: submit, list, get (with explanation), cancel, logs (status reports: api_status.py)."""
 
 from __future__ import annotations
 
@@ -122,77 +122,3 @@ class WorkloadLogsHandler(_OneWorkload):
         with open(path, "rb") as f:
             lines = f.read().decode("utf-8", "replace").splitlines()[-tail:]
         self.write_json({"id": w.id, "lines": lines})
-
-
-class WorkloadStatusHandler(_OneWorkload):
-    """Launchers and spawners report what happened to admitted work."""
-
-    async def post(self, workload_id):
-        caller, w = self._visible(workload_id)
-        self.require(caller.on_behalf, "report workload status (custom:computehub:submit-on-behalf)")
-        body = self.json_body()
-        state = body.get("state")
-        sched = self.service.sched
-        notes = _status_notes(body)
-        if state == "running":
-            if w.state != "running" or not notes:    # a second "running" may only add notes
-                w = sched.mark_running(w.id)
-            if notes:
-                w = sched.annotate(w.id, notes)
-        elif state == "update":
-            if not notes:
-                raise ValidationError("an update needs at least one of: " + ", ".join(NOTE_FIELDS))
-            w = sched.annotate(w.id, notes)
-        elif state in ("finished", "failed"):
-            code = body.get("exit_code", 0 if state == "finished" else 1)
-            if isinstance(code, bool) or not isinstance(code, int):
-                raise ValidationError("exit_code must be a whole number")
-            lost = body.get("node_lost", False)
-            if not isinstance(lost, bool):
-                raise ValidationError("node_lost must be true or false")
-            if lost and state != "failed":
-                raise ValidationError("node_lost goes with state failed")
-            w = sched.mark_finished(w.id, exit_code=code, reason=str(body.get("reason", ""))[:2000],
-                                    node_lost=lost)
-        elif state == "stopped":
-            w = sched.mark_stopped(w.id)
-        elif state == "idle":
-            since = body.get("idle_since")
-            if isinstance(since, bool) or not isinstance(since, (int, float)) or not 0 <= since <= time.time() + 60:
-                raise ValidationError("idle_since must be a UNIX time in seconds, not in the future")
-            d = sched.report_idle(w.id, float(since))
-            if d.action == "release":
-                self.service.metrics.reclaims.labels(w.queue).inc()
-            self.service.changed()
-            self.write_json(d.to_dict())
-            return
-        else:
-            raise APIError(400, "invalid", "state must be one of running, update, finished, failed, stopped, idle")
-        self.service.changed()
-        self.write_json(views.workload(w))
-
-
-NOTE_FIELDS = ("endpoint", "message", "ready", "node", "restarts")
-
-
-def _status_notes(body: dict) -> dict:
-    """What a launcher may record about live work (shown to its owner; ``endpoint`` is where
-    ``serve/{id}/`` forwards). Checked here, at the edge."""
-    notes = {}
-    for key in NOTE_FIELDS:
-        if key not in body:
-            continue
-        v = body[key]
-        if key == "endpoint":
-            if not isinstance(v, str) or not v.startswith(("http://", "https://")) or len(v) > 500:
-                raise ValidationError("endpoint must be an http(s) URL of at most 500 characters")
-        elif key == "ready":
-            if not isinstance(v, bool):
-                raise ValidationError("ready must be true or false")
-        elif key == "restarts":
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise ValidationError("restarts must be a whole number ≥ 0")
-        elif not isinstance(v, str) or len(v) > 2000:
-            raise ValidationError(f"{key} must be text of at most 2000 characters")
-        notes[key] = v
-    return notes

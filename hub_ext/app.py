@@ -30,6 +30,7 @@ from scheduler.model import PENDING
 from scheduler.store.sql import SqlStore
 
 from . import api_admin as A
+from . import api_status as S
 from . import api_workloads as W
 from .audit import AuditEmitter
 from .api_serve import ServeHandler
@@ -158,9 +159,10 @@ class ComputeHubService(Application):
         handlers = [
             (api + r"/me", A.MeHandler),
             (api + r"/workloads", W.WorkloadsHandler),
+            (api + r"/workloads/status", S.StatusBatchHandler),
             (api + rf"/workloads/{wid}", W.WorkloadHandler),
             (api + rf"/workloads/{wid}/logs", W.WorkloadLogsHandler),
-            (api + rf"/workloads/{wid}/status", W.WorkloadStatusHandler),
+            (api + rf"/workloads/{wid}/status", S.WorkloadStatusHandler),
             (api + r"/queues", A.QueuesHandler),
             (api + rf"/queues/{name}", A.QueueHandler),
             (api + r"/classes", A.ClassesHandler),

@@ -87,6 +87,17 @@ def document(version: str) -> dict:
                 "WorkloadList": {"type": "object", "properties": {
                     "workloads": {"type": "array", "items": {"$ref": "#/components/schemas/Workload"}},
                     "total": {"type": "integer"}}},
+                "StatusBatch": {"type": "object", "required": ["reports"], "properties": {
+                    "reports": {"type": "array", "minItems": 1, "maxItems": 1000, "items": {"allOf": [
+                        {"$ref": "#/components/schemas/Status"},
+                        {"type": "object", "required": ["id"], "properties": {"id": {"type": "string"}}}]}}}},
+                "StatusResults": {"type": "object", "properties": {"results": {"type": "array", "items": {
+                    "type": "object", "properties": {
+                        "id": {"type": "string", "nullable": True},
+                        "status": {"type": "integer", "description": "200, or the 4xx this report alone "
+                                   "would have had"},
+                        "body": {"description": "with 200: the workload, or the decision on an idle report"},
+                        "error": {"type": "string"}, "message": {"type": "string"}}}}}},
                 "Status": {"type": "object", "required": ["state"], "properties": {
                     "state": {"type": "string", "enum": ["running", "update", "finished", "failed", "stopped",
                                                          "idle"]},
@@ -161,6 +172,11 @@ def document(version: str) -> dict:
                 "get": _op("The last lines of a workload's log", _ok("#/components/schemas/Logs"),
                            params=[wid, _q("tail", {"type": "integer", "minimum": 1, "maximum": 100000})],
                            scope=ANY)},
+            "/api/v1/workloads/status": {
+                "post": _op("Report on many workloads at once (launchers): each report gets its own result, "
+                            "in order; all accepted reports are written in one transaction",
+                            _ok("#/components/schemas/StatusResults"), body="#/components/schemas/StatusBatch",
+                            scope="custom:computehub:submit-on-behalf")},
             "/api/v1/workloads/{workload_id}/status": {
                 "post": _op("Report what happened to admitted work (launchers, spawners); an idle report "
                             "answers with the idle policy's decision",

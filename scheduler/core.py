@@ -60,6 +60,11 @@ class Scheduler(SubmissionsMixin):
             self._load()
             raise
 
+    def batch(self):
+        """Several operations (status reports) in one store transaction: one commit for all.
+        If writing fails, memory is rebuilt from the store and none of them happened."""
+        return self._tx()
+
     def _live(self):
         """Pending and running work, and submissions being written (see submissions.py)."""
         yield from self.state.workloads.values()

@@ -23,6 +23,7 @@ from traitlets.config import Application
 
 from .launch_base import Ended, LaunchError, LauncherBackend
 from .launch_local import LocalLauncher
+from .report_batch import ReportBatcher
 from .service_client import ServiceClient, ServiceError
 
 HOLDING = ("admitted", "running", "preempting")
@@ -103,6 +104,7 @@ class LauncherApp(Application):
                              "custom:computehub:submit-on-behalf ($COMPUTEHUB_TOKEN or $JUPYTERHUB_API_TOKEN)")
         self.backend = self.backend_class(parent=self, logs_dir=os.path.join(self.data_dir, "logs"))
         self.client = ServiceClient(self.computehub_url, self.token)
+        self.reports = ReportBatcher(self.client)
         self.tracked: dict[str, Tracked] = {}
         self.stopping_ids: set[str] = set()        # being stopped; not started again until done
         self.tasks: set[asyncio.Task] = set()
@@ -123,7 +125,7 @@ class LauncherApp(Application):
 
     async def report(self, wid: str, state: str, **extra) -> dict | None:
         try:
-            return await self.client.report(wid, state, **extra)
+            return await self.reports.report(wid, state, **extra)
         except ServiceError as e:
             if e.status in (404, 409):          # it ended (cancelled) meanwhile: nothing to report
                 self.log.info("%s: not reported %s: %s", wid, state, e.message)

@@ -58,6 +58,11 @@ class ServiceClient:
     async def report(self, workload_id: str, state: str, **extra) -> dict:
         return await self.request("POST", f"workloads/{workload_id}/status", {"state": state, **extra})
 
+    async def report_many(self, reports: list[dict]) -> list[dict]:
+        """Several status reports (``{"id", "state", ...}`` each) in one request and one
+        commit; one result per report, in order (``status`` 200 with ``body``, or an error)."""
+        return (await self.request("POST", "workloads/status", {"reports": reports}))["results"]
+
 
 def _error(status: int, body: bytes) -> ServiceError:
     try:

@@ -1,0 +1,130 @@
+"""``api/v1/workloads/{id}/status`` and ``api/v1/workloads/status``: what launchers and
+spawners report about admitted work (running, finished, failed, stopped, notes, idle).
+
+The batch form carries many reports in one request and writes them in one store
+transaction: a launcher that starts and ends dozens of jobs a second pays for one
+request and one commit per look instead of one each (bench/slurm.py).
+"""
+
+from __future__ import annotations
+
+import time
+
+from scheduler import NotFound, SchedulerError, ValidationError
+
+from . import views
+from .api_workloads import _OneWorkload
+from .base import APIError, BaseHandler
+
+NOTE_FIELDS = ("endpoint", "message", "ready", "node", "restarts")
+STATUS_STATES = ("running", "update", "finished", "failed", "stopped", "idle")
+MAX_BATCH = 1000
+
+
+def status_notes(body: dict) -> dict:
+    """What a launcher may record about live work (shown to its owner; ``endpoint`` is where
+    ``serve/{id}/`` forwards). Checked here, at the edge."""
+    notes = {}
+    for key in NOTE_FIELDS:
+        if key not in body:
+            continue
+        v = body[key]
+        if key == "endpoint":
+            if not isinstance(v, str) or not v.startswith(("http://", "https://")) or len(v) > 500:
+                raise ValidationError("endpoint must be an http(s) URL of at most 500 characters")
+        elif key == "ready":
+            if not isinstance(v, bool):
+                raise ValidationError("ready must be true or false")
+        elif key == "restarts":
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValidationError("restarts must be a whole number ≥ 0")
+        elif not isinstance(v, str) or len(v) > 2000:
+            raise ValidationError(f"{key} must be text of at most 2000 characters")
+        notes[key] = v
+    return notes
+
+
+def apply_report(service, w, body: dict) -> dict:
+    """Apply one status report to workload ``w``; the answer's body (the workload, or the
+    idle policy's decision). Raises a ``SchedulerError``/``APIError`` before changing
+    anything when the report is wrong or no longer applies."""
+    state = body.get("state")
+    sched = service.sched
+    notes = status_notes(body)
+    if state == "running":
+        if w.state != "running" or not notes:    # a second "running" may only add notes
+            w = sched.mark_running(w.id)
+        if notes:
+            w = sched.annotate(w.id, notes)
+    elif state == "update":
+        if not notes:
+            raise ValidationError("an update needs at least one of: " + ", ".join(NOTE_FIELDS))
+        w = sched.annotate(w.id, notes)
+    elif state in ("finished", "failed"):
+        code = body.get("exit_code", 0 if state == "finished" else 1)
+        if isinstance(code, bool) or not isinstance(code, int):
+            raise ValidationError("exit_code must be a whole number")
+        lost = body.get("node_lost", False)
+        if not isinstance(lost, bool):
+            raise ValidationError("node_lost must be true or false")
+        if lost and state != "failed":
+            raise ValidationError("node_lost goes with state failed")
+        w = sched.mark_finished(w.id, exit_code=code, reason=str(body.get("reason", ""))[:2000], node_lost=lost)
+    elif state == "stopped":
+        w = sched.mark_stopped(w.id)
+    elif state == "idle":
+        since = body.get("idle_since")
+        if isinstance(since, bool) or not isinstance(since, (int, float)) or not 0 <= since <= time.time() + 60:
+            raise ValidationError("idle_since must be a UNIX time in seconds, not in the future")
+        d = sched.report_idle(w.id, float(since))
+        if d.action == "release":
+            service.metrics.reclaims.labels(w.queue).inc()
+        return d.to_dict()
+    else:
+        raise APIError(400, "invalid", "state must be one of " + ", ".join(STATUS_STATES))
+    return views.workload(w)
+
+
+class WorkloadStatusHandler(_OneWorkload):
+    """One report: ``POST workloads/{id}/status``."""
+
+    async def post(self, workload_id):
+        caller, w = self._visible(workload_id)
+        self.require(caller.on_behalf, "report workload status (custom:computehub:submit-on-behalf)")
+        out = apply_report(self.service, w, self.json_body())
+        self.service.changed()
+        self.write_json(out)
+
+
+class StatusBatchHandler(BaseHandler):
+    """Many reports: ``POST workloads/status`` with ``{"reports": [{"id": ..., "state": ...,
+    ...}, ...]}``. Each report gets its own result, in order: ``{"id", "status": 200, "body"}``
+    or ``{"id", "status": 4xx, "error", "message"}``; one report's mistake does not stop the
+    others. All accepted reports are written in one transaction: if that fails the answer is
+    an error for the whole request and none of them happened (report them again)."""
+
+    async def post(self):
+        caller = self.caller
+        self.require(caller.on_behalf, "report workload status (custom:computehub:submit-on-behalf)")
+        reports = self.json_body().get("reports")
+        if not isinstance(reports, list) or not 1 <= len(reports) <= MAX_BATCH:
+            raise ValidationError(f"reports must be a list of 1 to {MAX_BATCH} status reports")
+        svc = self.service
+        sched, specs = svc.sched, svc.sched.state.tree.specs
+        results = []
+        with sched.batch():
+            for item in reports:
+                wid = item.get("id") if isinstance(item, dict) else None
+                try:
+                    if not isinstance(wid, str) or not wid:
+                        raise ValidationError("each report needs an object with the workload's id (text)")
+                    w = sched.get(wid)
+                    if not caller.may_see(w, specs.get(w.queue)):
+                        raise NotFound(f"no workload {wid!r}")
+                    results.append({"id": wid, "status": 200, "body": apply_report(svc, w, item)})
+                except SchedulerError as e:
+                    results.append({"id": wid, "status": e.status, **e.to_dict()})
+                except APIError as e:
+                    results.append({"id": wid, "status": e.status_code, "error": e.code, "message": e.message})
+        svc.changed()
+        self.write_json({"results": results})

@@ -1,0 +1,94 @@
+"""Status reports in batches (``POST workloads/status``) through the real hub and proxy, and
+the launcher's ``ReportBatcher`` that sends them: results per report in order, one report's
+mistake leaves the others applied, only on-behalf callers may report, bad bodies are 400s."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from spawner.report_batch import ReportBatcher
+from spawner.service_client import ServiceClient, ServiceError
+
+
+def _admitted(hub, n: int) -> list[str]:
+    tok = hub.launcher_token
+    ids = [hub.call("POST", "/workloads", tok, json={"user": "carol", "kind": "training", "name": f"batch-{i}",
+                                                     "resources": {"cpu": "100m"}}).json()["id"] for i in range(n)]
+    deadline = time.time() + 15
+    for wid in ids:
+        while hub.call("GET", f"/workloads/{wid}", tok).json()["state"] != "admitted":
+            assert time.time() < deadline, f"{wid} not admitted"
+            time.sleep(0.05)
+    return ids
+
+
+def _state(hub, wid: str) -> str:
+    return hub.call("GET", f"/workloads/{wid}", hub.launcher_token).json()["state"]
+
+
+def test_a_batch_applies_each_report_and_answers_each_in_order(hub):
+    a, b = _admitted(hub, 2)
+    tok = hub.launcher_token
+    reports = [{"id": a, "state": "running"},
+               {"id": b, "state": "running", "message": "on node x"},
+               {"id": "w-no-such", "state": "running"},
+               {"id": a, "state": "stopped"},          # a is running, not being preempted
+               {"id": b, "state": "update"},            # an update without notes
+               "not an object",
+               {"id": b, "state": "asleep"}]
+    r = hub.call("POST", "/workloads/status", tok, json={"reports": reports})
+    assert r.status_code == 200, r.text
+    res = r.json()["results"]
+    assert [x["status"] for x in res] == [200, 200, 404, 409, 400, 400, 400], res
+    assert [x["id"] for x in res] == [a, b, "w-no-such", a, b, None, b]
+    assert res[0]["body"]["state"] == "running" and res[1]["body"]["metadata"]["status"]["message"] == "on node x"
+    assert "not being preempted" in res[3]["message"] and "needs at least one" in res[4]["message"]
+    assert "workload's id" in res[5]["message"] and "one of" in res[6]["message"]
+    assert _state(hub, a) == _state(hub, b) == "running"      # the mistakes did not undo the rest
+
+    r = hub.call("POST", "/workloads/status", tok, json={"reports": [
+        {"id": a, "state": "finished"}, {"id": b, "state": "failed", "exit_code": 3, "reason": "boom"}]})
+    assert [x["body"]["state"] for x in r.json()["results"]] == ["finished", "failed"], r.text
+    w = hub.call("GET", f"/workloads/{b}", tok).json()
+    assert (w["state"], w["exit_code"], w["reason"]) == ("failed", 3, "boom")
+    kinds = [e["kind"] for e in hub.call("GET", f"/audit?workload={a}", hub.tokens["ada"]).json()["events"]]
+    assert "started" in kinds and "finished" in kinds, kinds
+
+
+def test_only_on_behalf_callers_report_and_bad_bodies_are_refused(hub):
+    (a,) = _admitted(hub, 1)
+    r = hub.call("POST", "/workloads/status", hub.tokens["carol"], json={"reports": [{"id": a, "state": "running"}]})
+    assert r.status_code == 403 and "submit-on-behalf" in r.json()["message"], r.text
+    assert _state(hub, a) == "admitted"
+    for body, word in (({}, "list of 1 to 1000"), ({"reports": []}, "list of 1 to 1000"),
+                       ({"reports": {"id": a}}, "list of 1 to 1000"),
+                       ({"reports": [{"id": a, "state": "running"}] * 1001}, "list of 1 to 1000")):
+        r = hub.call("POST", "/workloads/status", hub.launcher_token, json=body)
+        assert r.status_code == 400 and word in r.json()["message"], r.text
+    assert _state(hub, a) == "admitted"
+    hub.call("DELETE", f"/workloads/{a}", hub.launcher_token)
+
+
+def test_the_batcher_sends_reports_made_together_in_few_requests(hub):
+    ids = _admitted(hub, 12)
+
+    async def go():
+        batcher = ReportBatcher(ServiceClient(hub.service_url, hub.launcher_token))
+        out = await asyncio.gather(*(batcher.report(wid, "running") for wid in ids))
+        try:
+            await batcher.report(ids[0], "stopped")
+        except ServiceError as e:
+            err = e
+        else:
+            err = None
+        done = await asyncio.gather(*(batcher.report(wid, "finished") for wid in ids))
+        return batcher.requests, out, err, done
+
+    requests, out, err, done = asyncio.run(go())
+    assert [w["state"] for w in out] == ["running"] * 12
+    assert err is not None and err.status == 409 and "not being preempted" in err.message
+    assert [w["state"] for w in done] == ["finished"] * 12
+    # 12 + 1 + 12 reports; those made at the same moment share a request.
+    assert requests <= 4, requests
+    assert all(_state(hub, wid) == "finished" for wid in ids)
