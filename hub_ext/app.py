@@ -15,7 +15,6 @@ import os
 import secrets
 import signal
 import time
-from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import quote, urlparse
 
 from tornado import web
@@ -25,7 +24,7 @@ from traitlets import Bool, Dict, Float, List, TraitError, Unicode, default, val
 from traitlets.config import Application
 
 from jupyterhub.services.auth import HubOAuthCallbackHandler
-from scheduler import EngineConfig, Scheduler, SchedulerError, ValidationError
+from scheduler import EngineConfig, Scheduler, ValidationError
 from scheduler.model import PENDING
 from scheduler.store.sql import SqlStore
 
@@ -35,6 +34,7 @@ from . import api_workloads as W
 from .audit import AuditEmitter
 from .api_serve import ServeHandler
 from .base import APIError
+from .group_commit import GroupCommit
 from .metrics import Metrics, MetricsHandler
 from .openapi import OpenAPIHandler
 from .pages import page_handlers
@@ -141,10 +141,8 @@ class ComputeHubService(Application):
         self.cycles = 0
         self._last_cycle = 0.0
         self._explained: dict[str, tuple[int, dict]] = {}
-        self._submissions: list = []
+        self._group_commit = GroupCommit(self)
         self._groups: dict[str, tuple[float, set[str]]] = {}
-        self._flushing = False
-        self._writer = ThreadPoolExecutor(1, thread_name_prefix="computehub-writer")
         self._changed = asyncio.Event()
         self._wake = asyncio.Event()
 
@@ -254,56 +252,9 @@ class ComputeHubService(Application):
         return groups
 
     async def submit(self, spec: dict):
-        """Group commit: submissions that arrive while a batch is being written wait
-        together and are written as the next batch, in one transaction."""
-        fut = asyncio.get_running_loop().create_future()
-        self._submissions.append((spec, fut))
-        if not self._flushing:
-            self._flushing = True
-            asyncio.get_running_loop().create_task(self._flush_all())
-        return await fut
-
-    async def _flush_all(self) -> None:
-        try:
-            while self._submissions:
-                batch, self._submissions = self._submissions, []
-                await self._flush(batch)
-        finally:
-            self._flushing = False
-
-    async def _flush(self, entries: list) -> None:
-        try:
-            batch = self.sched.prepare_submissions([s for s, _ in entries], now=time.time())
-        except Exception:
-            self.log.exception("submission batch of %d failed; none was accepted", len(entries))
-            batch = None
-        if batch is not None:
-            try:
-                if self.write_on_thread:
-                    # The commit (an fsync on SQLite) waits here while the loop serves others.
-                    await asyncio.get_running_loop().run_in_executor(
-                        self._writer, self.sched.write_submissions, batch)
-                else:
-                    self.sched.write_submissions(batch)
-            except Exception:
-                self.log.exception("submission batch of %d failed; none was accepted", len(entries))
-                self.sched.drop_submissions(batch)
-                batch = None
-        if batch is None:
-            for _, fut in entries:
-                if not fut.done():
-                    fut.set_exception(APIError(503, "unavailable", "the database refused the write; nothing "
-                                                                   "was accepted, try again"))
-            return
-        self.sched.apply_submissions(batch)
-        for (_, fut), r in zip(entries, batch.results):
-            if fut.done():          # the client went away; the workload stays accepted
-                continue
-            if isinstance(r, SchedulerError):
-                fut.set_exception(r)
-            else:
-                fut.set_result(r)
-        self.changed()
+        """Accept a submission (see group_commit.py: it is written with those that arrive
+        while the batch before is being written)."""
+        return await self._group_commit.submit(spec)
 
     def changed(self) -> None:
         """Something changed: wake the scheduling loop and the event streams."""

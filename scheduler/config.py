@@ -42,6 +42,11 @@ class EngineConfig(Configurable):
         help="""With expansion_order: fair shares (decayed usage over weight, in units of
         cluster capacity × half-life) that fall in the same step of this size count as equal.
         0 = every difference counts (fair share before expansion factor).""")
+    wait_weight = Float(
+        0.0, config=True,
+        help="""With expansion_order: added to the expansion factor per hour waited (Maui's
+        QUEUETIMEWEIGHT next to its XFACTORWEIGHT), so long declared work that has waited for
+        hours is not passed over forever by newer short work. 0 = expansion factor alone.""")
     assumed_limit = Float(
         86400.0, config=True,
         help="With expansion_order: the run-time limit, in seconds, assumed for work that declares none.")
