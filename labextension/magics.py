@@ -22,19 +22,11 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display, update_display
 
+from spawner.wording import eta_text
+
 from . import jobs as J
 
 POLL = 1.0             # seconds between looks at a job the display follows
-
-
-def eta_text(seconds) -> str:
-    if seconds is None:
-        return "ETA unknown"
-    if seconds < 90:
-        return f"ETA ~{max(1, round(seconds))} s"
-    if seconds < 5400:
-        return f"ETA ~{round(seconds / 60)} min"
-    return f"ETA ~{seconds / 3600:.1f} h"
 
 
 def duration(seconds: float) -> str:

@@ -17,20 +17,11 @@ from jupyterhub.spawner import Spawner
 from traitlets import Float, Integer, Unicode, default, validate
 
 from .service_client import ServiceClient, ServiceError
+from .wording import eta_text
 
 WAITING = ("pending", "awaiting_approval")
 ADMITTED = ("admitted", "running")
 NO_LIMIT = 30 * 24 * 3600   # "wait in the queue as long as it takes" (asyncio needs a number)
-
-
-def eta_text(seconds) -> str:
-    if seconds is None:
-        return "ETA unknown"
-    if seconds < 90:
-        return f"ETA ~{max(1, round(seconds))} s"
-    if seconds < 5400:
-        return f"ETA ~{round(seconds / 60)} min"
-    return f"ETA ~{seconds / 3600:.1f} h"
 
 
 def queue_message(w: dict) -> str:

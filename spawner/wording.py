@@ -1,0 +1,16 @@
+"""How a wait is put in words, the same on the spawn page and in ``%submit``'s display.
+
+Imports nothing (the notebook kernel's magics use it too)."""
+
+from __future__ import annotations
+
+
+def eta_text(seconds) -> str:
+    """``ETA ~40 s`` / ``ETA ~12 min`` / ``ETA ~2.5 h``; ``ETA unknown`` without an estimate."""
+    if seconds is None:
+        return "ETA unknown"
+    if seconds < 90:
+        return f"ETA ~{max(1, round(seconds))} s"
+    if seconds < 5400:
+        return f"ETA ~{round(seconds / 60)} min"
+    return f"ETA ~{seconds / 3600:.1f} h"
