@@ -25,6 +25,7 @@ from .resources import CPU, GPU, MEMORY, flavor_key
 from .state import ClusterState
 
 # Blockers that preempting someone could lift.
+_UNKNOWN = object()      # a memo's "not looked up yet"
 _PREEMPTION_HELPS = {CAPACITY, QUEUE_LIMIT, USER_LIMIT, GUARANTEE_ONLY, NO_BORROW, LENDING}
 
 
@@ -154,19 +155,36 @@ class Engine:
         # A reservation never holds back work another queue is owed (within its guarantee), and one
         # for work larger than its queue's whole guarantee (it can only ever borrow) holds back no owed work.
         rsv_queues: set[str] = set()
-        owed = self._owed
+        # The walk reaches every pending workload; most of a long tail ends at a remembered
+        # verdict, so what it looks up on the way is bound to locals here.
+        classes, blockers, shapes, shape_of = st.classes, res.blockers, self._shapes, self._shape
+        owed_memo, tail_memo, within = self._owed_memo, self._tail_memo, st.tree.within_guarantee
         for w in order:
             if strict is not None:
-                res.blockers[w.id] = Blocker(STRICT_ORDER, other=strict.id)
+                blockers[w.id] = Blocker(STRICT_ORDER, other=strict.id)
                 continue
-            cls = st.classes[w.priority]
-            use_reserved = not res.reservations or (
-                w.time_limit is not None and shadow is not None and now + w.time_limit <= shadow) or (
-                w.queue not in rsv_queues and owed(w) is None)
+            cls = classes[w.priority]
+            shape = shapes.get(w.id) or shape_of(w)
+            if not res.reservations or (
+                    w.time_limit is not None and shadow is not None and now + w.time_limit <= shadow):
+                use_reserved = True
+            elif w.queue in rsv_queues:
+                use_reserved = False
+            else:
+                okey = (w.queue, shape)
+                owed = owed_memo.get(okey, _UNKNOWN)
+                if owed is _UNKNOWN:
+                    owed = owed_memo[okey] = within(w.queue, w.total)
+                use_reserved = owed is None
             rsv = None if use_reserved else reserved
             settled = backfill_mode == "skip" or len(res.reservations) >= n_reservations
-            if settled and self._known_to_fail(w, cls, rsv, res):
-                continue
+            if settled:
+                failed = tail_memo.get((w.queue, cls.rank, shape, use_reserved))
+                if failed is not None:
+                    blockers[w.id] = failed
+                    continue
+                if self._known_to_fail(w, cls, rsv, res):
+                    continue
             out = self._quota(w) or self._place(w, rsv)
             if rsv and isinstance(out, Blocker) and out.code == CAPACITY:
                 if isinstance(self._place(w, None), list):
@@ -190,17 +208,6 @@ class Engine:
                         rsv_queues.add(w.queue)
                     backfill.merge(reserved, r.nodes)
                     shadow = None if (shadow is None or r.shadow is None) else min(shadow, r.shadow)
-
-    def _owed(self, w: Workload) -> str | None:
-        """``tree.within_guarantee`` for ``w``, remembered per queue and shape until usage
-        changes (an admission): the long tail of a cycle asks it again and again."""
-        key = (w.queue, self._shapes.get(w.id) or self._shape(w))
-        memo = self._owed_memo
-        try:
-            return memo[key]
-        except KeyError:
-            out = memo[key] = self.state.tree.within_guarantee(w.queue, w.total)
-            return out
 
     def _known_to_fail(self, w: Workload, cls: PriorityClass, rsv, res: CycleResult) -> bool:
         """Fast path for a long tail of pending work: its shape already failed to place
@@ -241,7 +248,7 @@ class Engine:
 
     def _admit(self, w: Workload, placement, now: float, res: CycleResult) -> None:
         self.state.allocate(w, placement, now, ADMITTED)
-        self._owed_memo = {}
+        self._owed_memo.clear()      # in place: the cycle's walk holds it
         waits = self._leaving.relied_on(self.state.inventory, placement) or \
             self._leaving.quota_relied_on(self.state, w)
         if waits:
@@ -362,7 +369,7 @@ class Engine:
                 self._leaving.add(v)
         self._admit(w, placement, now, res)
         self._preempt_fail.clear()   # capacity moved: earlier failures may now succeed
-        self._tail_memo = {}
+        self._tail_memo.clear()
         return True
 
     def _requeue_or_end(self, v: Workload) -> None:
