@@ -28,7 +28,7 @@ from scheduler.replay import (DECLARED_LIMITS, OVERESTIMATE, POLICIES, Restart, 
 from scheduler.replay.guarantee import GuaranteeWatch  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
-ALL_POLICIES = "fifo,fifo-skip,sjf,srtf,las,default,default-xf"
+ALL_POLICIES = "fifo,fifo-skip,sjf,srtf,las,default,default-age"
 # Average JCT in hours from the issue: Tiresias' simulator and the Alibaba cluster-trace-gpu-v2020
 # simulator on these traces at these capacities (preemption free; None = not published).
 REFERENCE = {
@@ -63,7 +63,7 @@ def replay(jobs, cap: int, policy: str, args) -> dict:
     return m
 
 
-JUDGED = ("default", "default-xf")     # the ComputeHub policies the issue's targets apply to
+JUDGED = ("default", "default-age")     # the ComputeHub policies the issue's targets apply to
 
 
 def targets(results: dict[str, dict], ref: dict, policy: str = "default") -> list[tuple[str, bool, str]]:

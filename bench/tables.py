@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
-POLICY_ORDER = ["fifo", "fifo-skip", "sjf", "srtf", "las", "default", "default-xf"]
+POLICY_ORDER = ["fifo", "fifo-skip", "sjf", "srtf", "las", "default", "default-age"]
 
 
 def md(rows: list[list[str]]) -> str:

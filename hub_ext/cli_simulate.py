@@ -87,7 +87,7 @@ computehub simulate --trace cluster04.csv --capacity-gpus 624 --policy default -
                            help="Run-time limits jobs declare (for backfill, SJF, SRTF and ETAs): 'oracle' = "
                            "their real duration in seconds; 'estimate' = duration × a per-job over-estimate "
                            "factor in [1, --overestimate]; 'none' = no limit; 'policy' = each policy's own "
-                           "(oracle for sjf and srtf, estimate for default and default-xf, none for the "
+                           "(oracle for sjf and srtf, estimate for default and default-age, none for the "
                            "rest).").tag(config=True)
     overestimate = Float(OVERESTIMATE, help="Largest over-estimate factor of declared limits (≥ 1) with "
                          "'estimate': each job's factor is uniform in [1, this], derived from its id.").tag(config=True)

@@ -23,7 +23,8 @@ class EngineConfig(Configurable):
     order = Enum(
         ["priority", "fifo", "sjf", "srtf", "las"], default_value="priority", config=True,
         help="""Order of pending work. 'priority': class rank, then queues that use less
-        than their guarantee before the others, then fair share, then age.
+        than their guarantee before the others, then fair share (in steps of fair_share_band),
+        then the expansion factor (expansion_order), then age.
         'fifo': submission order. 'sjf': shortest declared time limit first (replay studies).
         'srtf': class rank, then shortest declared limit minus time already run; preemptive.
         'las': class rank, then discretised least attained GPU service (Tiresias-L, queues
@@ -33,26 +34,25 @@ class EngineConfig(Configurable):
         help="""Attained-service thresholds in GPU-seconds that split the 'las' order into
         queues: work below the first goes first, and so on (n thresholds = n + 1 queues).""")
     expansion_order = Bool(
-        False, config=True,
+        True, config=True,
         help="""'priority' order only: among work of equal class rank and fair-share step
         (fair_share_band), the higher expansion factor (wait + declared limit) / declared limit
-        goes first (Maui's XFactor): short declared work first, and waiting raises any work.""")
+        goes first (Maui's XFactor): short declared work first, and waiting raises any work.
+        False: age (submission order) instead.""")
     fair_share_band = Float(
-        0.1, config=True,
-        help="""With expansion_order: fair shares (decayed usage over weight, in units of
-        cluster capacity × half-life) that fall in the same step of this size count as equal.
-        0 = every difference counts (fair share before expansion factor).""")
-    wait_weight = Float(
-        0.0, config=True,
-        help="""With expansion_order: added to the expansion factor per hour waited (Maui's
-        QUEUETIMEWEIGHT next to its XFACTORWEIGHT), so long declared work that has waited for
-        hours is not passed over forever by newer short work. 0 = expansion factor alone.""")
+        0.25, config=True,
+        help="""Fair shares (decayed usage over weight, in units of cluster capacity × half-life)
+        that fall in the same step of this size count as equal, so small differences in past
+        use do not override the expansion factor. A team that used its quarter of the cluster
+        all along has about 0.36. 0 = every difference counts.""")
     assumed_limit = Float(
         86400.0, config=True,
         help="With expansion_order: the run-time limit, in seconds, assumed for work that declares none.")
     half_life = Float(
-        7 * 86400.0, config=True,
-        help="Half-life of past usage in fair share, in seconds (Slurm's PriorityDecayHalfLife).")
+        86400.0, config=True,
+        help="""Half-life of past usage in fair share, in seconds (Slurm's PriorityDecayHalfLife,
+        whose default is 7 days). One day: guarantees already protect each team's share, and
+        in trace replay a week's memory held a team back long after a burst (bench/README.md).""")
     reservations = Integer(
         1, config=True,
         help="How many blocked workloads (first in line) hold a backfill reservation at a time.")

@@ -88,14 +88,12 @@ class Engine:
 
         if cfg.expansion_order:
             band, assumed, now = cfg.fair_share_band, cfg.assumed_limit, self._now
-            per_s = cfg.wait_weight / 3600.0
             plain = key
 
             def key(w: Workload):      # noqa: F811 - the plain key, with a step and XFactor in front
                 k = plain(w)
                 step = math.floor(k[2] / band) if band > 0 else k[2]
-                xf = policies.expansion(w, now, assumed) + per_s * max(0.0, now - w.submitted_at)
-                return (k[0], k[1], step, -xf) + k[2:]
+                return (k[0], k[1], step, -policies.expansion(w, now, assumed)) + k[2:]
 
         return sorted(pending, key=key)
 

@@ -62,12 +62,15 @@ POLICIES: dict[str, Policy] = {p.name: p for p in (
     Policy("las", "Tiresias-L: one queue, discretised 2D-LAS (least attained GPU-time, queues split at "
            "3,250 / 7,200 / 18,000 GPU-seconds), preemptive, no durations",
            _cfg(backfill="skip", preemption=True, order="las"), False, "none"),
-    Policy("default", "ComputeHub: team queues with equal guarantees and borrowing, priority and "
-           "fair-share order, EASY backfill on declared limits (estimates), reclaim by preemption",
+    Policy("default", "ComputeHub: team queues with equal guarantees and borrowing; class rank, queues "
+           "below their guarantee first, fair share (1-day half-life) in steps, then Maui's expansion "
+           "factor (wait + declared limit) / declared limit; EASY backfill on declared limits "
+           "(estimates); reclaim by preemption",
            _cfg(backfill="reserve", preemption=True, order="priority"), True, "estimate"),
-    Policy("default-xf", "ComputeHub default plus expansion_order (opt-in): within a fair-share step, "
-           "Maui's expansion factor (wait + declared limit) / declared limit goes first",
-           _cfg(backfill="reserve", preemption=True, order="priority", expansion_order=True), True, "estimate"),
+    Policy("default-age", "ComputeHub's default until 2026-12: as default, but fair share with a "
+           "7-day half-life and then age (no expansion factor)",
+           _cfg(backfill="reserve", preemption=True, order="priority", expansion_order=False,
+                half_life=7 * 86400.0), True, "estimate"),
 )}
 # 'policy': each policy's own (oracle for sjf/srtf, estimates for default, none otherwise).
 DECLARED_LIMITS = ("policy",) + LIMIT_MODES

@@ -8,7 +8,8 @@ from scheduler.model import ADMITTED, PENDING
 
 
 def _one_queue(backfill, nodes=1, gpus=8):
-    s = Scheduler(config=EngineConfig(backfill=backfill, release_on_preempt=True))
+    # Age order (no expansion factor), so that the oldest blocked workload is the head.
+    s = Scheduler(config=EngineConfig(backfill=backfill, release_on_preempt=True, expansion_order=False))
     for i in range(nodes):
         s.put_node({"name": f"n{i}", "gpus": gpus, "cpu": 64, "memory": "256Gi"}, now=0)
     s.put_queue({"name": "all", "guaranteed": {"gpu": nodes * gpus}}, now=0)

@@ -9,7 +9,8 @@ from scheduler.model import RECLAIMED
 
 def test_pending_work_explains_position_eta_and_reason():
     s = cluster(nodes=1, gpus=4, queues=[{"name": "a", "guaranteed": {"gpu": 2}},
-                                          {"name": "b", "guaranteed": {"gpu": 2}}])
+                                          {"name": "b", "guaranteed": {"gpu": 2}}],
+                expansion_order=False, half_life=7 * 86400.0, fair_share_band=0.1)   # fair share, then age
     r1 = job(s, "a", gpus=4, time_limit=3600, now=0)
     s.cycle(now=0)
     w1 = job(s, "a", gpus=2, time_limit=600, now=10)

@@ -87,8 +87,8 @@ def test_expansion_factor_order_prefers_short_declared_work_and_ages_everything(
     assert [w.id for w in s.engine.order()] == [short.id, long.id]
     assert expansion(short, 602, 86400) == pytest.approx(2.0)
     assert expansion(hog, 86400, 86400) == pytest.approx(2.0)     # no limit: counts as a day
-    # Plain priority order (the default): age decides.
-    s2 = cluster(nodes=1, gpus=8)
+    # Without it (expansion_order=False): age decides.
+    s2 = cluster(nodes=1, gpus=8, expansion_order=False)
     job(s2, "a", gpus=8, now=0)
     s2.cycle(now=0)
     l2 = job(s2, "a", gpus=8, time_limit=36_000, now=1)
