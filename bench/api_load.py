@@ -297,8 +297,9 @@ async def main_async(hub: RealHub, args) -> None:
     async with aiohttp.ClientSession(headers={"Authorization": f"token {admin}"}) as s:
         async with s.get(direct + "/workloads", params={"state": "pending", "limit": 1,
                                                         "offset": pending // 2}) as r:
-            middle = (await r.json())["workloads"][0]["id"]
-    for route, base in (("proxy", proxy), ("direct", direct)):
+            found = (await r.json())["workloads"]
+    middle = found[0]["id"] if found else None     # none with --pending 0
+    for route, base in (("proxy", proxy), ("direct", direct)) if middle else ():
         res = await get_phase(base, admin, {}, max(5, args.list_repeat // 5), path=f"/workloads/{middle}")
         res.update(route=route, who="admin", what="one, position", pending=pending)
         lists.append(res)

@@ -60,7 +60,7 @@ class Engine:
 
     def order(self) -> list[Workload]:
         """Pending work in admission order. 'priority': class rank, queues below their
-        guarantee first, fair share, then age (see EngineConfig.order)."""
+        guarantee first, fair share (in steps), expansion factor, then age (see EngineConfig.order)."""
         st, cfg = self.state, self.config
         pending = st.pending.values()
         if cfg.order == "fifo":
@@ -78,22 +78,28 @@ class Engine:
         tree = st.tree
         over = {q: not any(tree.usage[q].get(k, 0) < v for k, v in tree.guaranteed[q].items()) for q in specs}
 
-        def key(w: Workload):
+        def user_share(w: Workload) -> float:
             u = ushare.get((w.queue, w.user))
             if u is None:
                 u = ushare[(w.queue, w.user)] = fs.share(w.queue + "/" + w.user, cap, 1.0)
-            # Queues using less than their guarantee go before the others, so capacity that
-            # frees up is not lent out while an owner waits for it.
-            return (neg_rank[w.priority], over[w.queue], qshare[w.queue], u, w.seq)
+            return u
 
-        if cfg.expansion_order:
+        # Queues using less than their guarantee go before the others, so capacity that
+        # frees up is not lent out while an owner waits for it.
+        if not cfg.expansion_order:
+            def key(w: Workload):
+                return (neg_rank[w.priority], over[w.queue], qshare[w.queue], user_share(w), w.seq)
+        else:
             band, assumed, now = cfg.fair_share_band, cfg.assumed_limit, self._now
-            plain = key
+            step = {q: math.floor(v / band) if band > 0 else v for q, v in qshare.items()}
 
-            def key(w: Workload):      # noqa: F811 - the plain key, with a step and XFactor in front
-                k = plain(w)
-                step = math.floor(k[2] / band) if band > 0 else k[2]
-                return (k[0], k[1], step, -policies.expansion(w, now, assumed)) + k[2:]
+            def key(w: Workload):
+                # policies.expansion, inlined: this runs for every pending workload every cycle.
+                limit = w.time_limit or assumed
+                waited = now - w.submitted_at
+                xf = ((waited if waited > 0 else 0.0) + limit) / limit
+                q = w.queue
+                return (neg_rank[w.priority], over[q], step[q], -xf, qshare[q], user_share(w), w.seq)
 
         return sorted(pending, key=key)
 
