@@ -157,7 +157,10 @@ class Engine:
         shadow: float | None = math.inf
         strict: Workload | None = None
         # A reservation never holds back work another queue is owed (within its guarantee), and one
-        # for work larger than its queue's whole guarantee (it can only ever borrow) holds back no owed work.
+        # for work larger than its queue's whole guarantee (it can only ever borrow) holds back no
+        # owed work. Nor does one whose holder would have to borrow now (its queue's usage plus its
+        # request is beyond the guarantee) while other queues borrow: that would keep its own team
+        # below its guarantee, the difference lent out, for a job that is not owed.
         rsv_queues: set[str] = set()
         # The walk reaches every pending workload; most of a long tail ends at a remembered
         # verdict, so what it looks up on the way is bound to locals here.
@@ -207,8 +210,10 @@ class Engine:
                         and out.code == CAPACITY:
                     r = backfill.reserve(st.inventory, list(st.holding.values()), w, now, reserved)
                     res.reservations.append(r)
-                    if not any(v > st.tree.guaranteed[w.queue].get(k, 0) for k, v in w.total.items()
-                               if k in st.tree.governed[w.queue]):
+                    tree = st.tree
+                    if not any(v > tree.guaranteed[w.queue].get(k, 0) for k, v in w.total.items()
+                               if k in tree.governed[w.queue]) and (
+                            within(w.queue, w.total) is None or not tree.others_borrow(w.queue)):
                         rsv_queues.add(w.queue)
                     backfill.merge(reserved, r.nodes)
                     shadow = None if (shadow is None or r.shadow is None) else min(shadow, r.shadow)

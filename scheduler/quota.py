@@ -183,6 +183,16 @@ class QueueTree:
                 return k
         return None
 
+    def others_borrow(self, queue: str) -> bool:
+        """Whether any leaf queue other than ``queue`` uses more than its guarantee now."""
+        for q, g in self.guaranteed.items():
+            if q == queue or not self.is_leaf(q) or self.specs[q].parent is None:
+                continue
+            u = self.usage[q]
+            if any(u.get(k, 0) > g.get(k, 0) for k in self.governed[q] if k in u):
+                return True
+        return False
+
     def lending_blocks(self, queue: str, total: dict[str, int], capacity: dict[str, int]) -> str | None:
         """A resource on which admitting ``total`` would eat guarantee others keep unlent."""
         if not self.reserved_keys:

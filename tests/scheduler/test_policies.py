@@ -124,6 +124,29 @@ def test_a_borrowers_reservation_does_not_hold_back_another_queues_guarantee():
     assert running.state == ADMITTED and big.state == PENDING
 
 
+@pytest.mark.parametrize("b_borrows", [True, False])
+def test_a_reservation_for_work_that_would_borrow_holds_back_its_own_owed_work_only_if_none_is_lent(b_borrows):
+    # a is guaranteed 4 of the 8 GPUs. Its 4-GPU job would take a beyond that (it must borrow) and
+    # reserves the node; a's 1-GPU job is owed (a is below its guarantee). While b borrows, the
+    # reservation must not keep a below its guarantee: the small job starts. With nothing lent,
+    # the reservation holds it back as EASY backfill does (the big job would otherwise starve).
+    s = cluster(nodes=1, gpus=8, backfill="reserve", expansion_order=False)
+    a_running = [job(s, "a", gpus=1, time_limit=1_000, now=0) for _ in range(3 if b_borrows else 4)]
+    b_running = [job(s, "b", gpus=1, time_limit=1_000, now=0) for _ in range(5 if b_borrows else 4)]
+    s.cycle(now=0)
+    assert all(w.state == ADMITTED for w in a_running + b_running)
+    big = job(s, "a", gpus=4, now=1)
+    small = job(s, "a", gpus=1, time_limit=50_000, now=2)     # ends after the reservation's start
+    s.mark_finished(a_running[0].id, now=10)
+    res = s.cycle(now=10)
+    assert res.reservations and res.reservations[0].workload is big
+    if b_borrows:
+        assert [w.id for w in res.admitted] == [small.id]
+    else:
+        assert res.admitted == [] and res.blockers[small.id].code == "reserved"
+    assert big.state == PENDING
+
+
 def test_a_preempted_victim_that_still_stops_is_not_counted_twice():
     s = one_queue("srtf", release_on_preempt=False)
     a = job(s, "all", gpus=8, time_limit=10_000, now=0)
