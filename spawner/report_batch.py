@@ -23,6 +23,27 @@ class ReportBatcher:
         self._waiting: list[tuple[dict, asyncio.Future]] = []
         self._sender: asyncio.Task | None = None
         self.requests = 0        # batches sent (for tests and the launcher's log)
+        self.one_by_one = False  # the service has no batch endpoint: one request per report
+
+    @staticmethod
+    def _fail(batch, e: Exception) -> None:
+        for _, fut in batch:
+            if not fut.done():
+                fut.set_exception(e)
+
+    async def _one_by_one(self, batch) -> None:
+        """Each report its own request (``POST workloads/{id}/status``), each caller its answer."""
+        for body, fut in batch:
+            body = dict(body)
+            wid = body.pop("id")
+            try:
+                res = await self.client.report(wid, **body)
+            except Exception as e:   # noqa: BLE001 - this caller's own error
+                if not fut.done():
+                    fut.set_exception(e)
+            else:
+                if not fut.done():
+                    fut.set_result(res)
 
     async def report(self, workload_id: str, state: str, **extra) -> dict:
         fut = asyncio.get_running_loop().create_future()
@@ -38,11 +59,21 @@ class ReportBatcher:
             batch, self._waiting = self._waiting[:MAX_BATCH], self._waiting[MAX_BATCH:]
             self.requests += 1
             try:
+                if self.one_by_one:
+                    await self._one_by_one(batch)
+                    continue
                 results = await self.client.report_many([body for body, _ in batch])
+            except ServiceError as e:
+                if e.status in (404, 405) and not self.one_by_one:
+                    # A service without the batch endpoint (older, mid-upgrade): a 404 here is
+                    # about the path, not the workloads, and must not read as "it ended".
+                    self.one_by_one = True
+                    self._waiting[:0] = batch
+                    continue
+                self._fail(batch, e)
+                continue
             except Exception as e:   # noqa: BLE001 - handed to every caller of the batch
-                for _, fut in batch:
-                    if not fut.done():
-                        fut.set_exception(e)
+                self._fail(batch, e)
                 continue
             for (_, fut), res in zip(batch, results):
                 if fut.done():

@@ -92,3 +92,32 @@ def test_the_batcher_sends_reports_made_together_in_few_requests(hub):
     # 12 + 1 + 12 reports; those made at the same moment share a request.
     assert requests <= 4, requests
     assert all(_state(hub, wid) == "finished" for wid in ids)
+
+
+class _OlderService(ServiceClient):
+    """A client whose batch request goes to a path the service does not serve, as against a
+    service from before ``POST workloads/status`` (the real service answers 404/405)."""
+
+    async def report_many(self, reports):
+        return (await self.request("POST", "workloads/status-of-many", {"reports": reports}))["results"]
+
+
+def test_the_batcher_falls_back_to_one_request_per_report_when_the_service_has_no_batch_endpoint(hub):
+    ids = _admitted(hub, 3)
+
+    async def go():
+        batcher = ReportBatcher(_OlderService(hub.service_url, hub.launcher_token))
+        out = await asyncio.gather(*(batcher.report(wid, "running") for wid in ids))
+        try:
+            await batcher.report(ids[0], "stopped")
+        except ServiceError as e:
+            return batcher, out, e
+        return batcher, out, None
+
+    batcher, out, err = asyncio.run(go())
+    assert batcher.one_by_one
+    assert [w["state"] for w in out] == ["running"] * 3        # not dropped as "it ended"
+    assert err is not None and err.status == 409
+    assert all(_state(hub, wid) == "running" for wid in ids)
+    for wid in ids:
+        hub.call("DELETE", f"/workloads/{wid}", hub.launcher_token)
