@@ -83,7 +83,10 @@ class WorkloadHandler(_OneWorkload):
             w = await self._until_state_leaves(w, seen or w.state, min(wait, self.service.long_poll_max))
         d = views.workload(w, self.service.positions)
         if w.state not in TERMINAL:
-            d["explanation"] = self.service.explanation(w)     # computed once per cycle
+            ex = d["explanation"] = self.service.explanation(w)     # computed once per cycle
+            if w.state == PENDING and "position" not in d and "position" in ex:
+                # Submitted since the last cycle: its position comes from the explanation.
+                d["position"], d["position_in_queue"] = ex["position"], ex["position_in_queue"]
         self.write_json(d)
 
     async def _until_state_leaves(self, w, seen: str, wait: float):

@@ -230,3 +230,19 @@ def test_a_lost_node_requeues_by_class(hub):
     kinds = [e["kind"] for e in hub.call("GET", f"/audit?workload={job}", hub.tokens["ada"]).json()["events"]]
     assert "node_lost" in kinds and "requeued" in kinds, kinds
     hub.call("DELETE", f"/workloads/{job}", tok)
+
+
+def test_a_submission_has_its_position_before_the_next_cycle(tmp_path):
+    """The positions listed come from the last scheduling cycle; work submitted since still
+    answers ``GET workloads/{id}`` with its position (from its explanation). Cycles are held
+    off here (a long cycle_delay and interval) so the answer cannot come from a cycle."""
+    from realhub import RealHub
+    with RealHub(tmp_path, extra_service_config="c.ComputeHubService.cycle_delay = 30\n"
+                                                 "c.ComputeHubService.cycle_interval = 60\n") as hub:
+        tok = hub.tokens["alice"]
+        ids = [hub.call("POST", "/workloads", tok, json={"queue": "vision", "resources": {"gpu": 1},
+                                                        "time_limit": 600}).json()["id"] for _ in range(2)]
+        for n, wid in enumerate(ids, start=1):
+            d = hub.call("GET", f"/workloads/{wid}", tok).json()
+            assert d["state"] == "pending", d
+            assert (d["position"], d["position_in_queue"]) == (n, n), d
