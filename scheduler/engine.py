@@ -190,7 +190,7 @@ class Engine:
                 if failed is not None:
                     blockers[w.id] = failed
                     continue
-                if self._known_to_fail(w, cls, rsv, res):
+                if self._known_to_fail(w, cls, shape, rsv, res):
                     continue
             out = self._quota(w) or self._place(w, rsv)
             if rsv and isinstance(out, Blocker) and out.code == CAPACITY:
@@ -218,20 +218,16 @@ class Engine:
                     backfill.merge(reserved, r.nodes)
                     shadow = None if (shadow is None or r.shadow is None) else min(shadow, r.shadow)
 
-    def _known_to_fail(self, w: Workload, cls: PriorityClass, rsv, res: CycleResult) -> bool:
+    def _known_to_fail(self, w: Workload, cls: PriorityClass, shape: tuple, rsv, res: CycleResult) -> bool:
         """Fast path for a long tail of pending work: its shape already failed to place
         and preemption already failed for its kind, so it cannot start this cycle
         whatever its quota says (``explain`` refines the reason on demand).
 
         A verdict is remembered per queue, rank, shape and reservation use until a
         preemption succeeds: only that empties the caches it rests on (admissions and
-        new reservations take capacity, so what failed keeps failing)."""
-        shape = self._shapes.get(w.id) or self._shape(w)
+        new reservations take capacity, so what failed keeps failing). The walk looks
+        the remembered verdict up itself before calling this."""
         tail_key = (w.queue, cls.rank, shape, rsv is None)
-        failed = self._tail_memo.get(tail_key)
-        if failed is not None:
-            res.blockers[w.id] = failed
-            return True
         failed = self._fail_cache[rsv is None].get(shape)
         if failed is None:
             return False

@@ -70,24 +70,24 @@ def test_only_on_behalf_callers_report_and_bad_bodies_are_refused(hub):
     hub.call("DELETE", f"/workloads/{a}", hub.launcher_token)
 
 
+async def _report(batcher: ReportBatcher, ids: list[str], state: str) -> list:
+    """Report ``state`` for every id at the same moment; each answer, or the ServiceError it raised."""
+    return await asyncio.gather(*(batcher.report(wid, state) for wid in ids), return_exceptions=True)
+
+
 def test_the_batcher_sends_reports_made_together_in_few_requests(hub):
     ids = _admitted(hub, 12)
 
     async def go():
         batcher = ReportBatcher(ServiceClient(hub.service_url, hub.launcher_token))
-        out = await asyncio.gather(*(batcher.report(wid, "running") for wid in ids))
-        try:
-            await batcher.report(ids[0], "stopped")
-        except ServiceError as e:
-            err = e
-        else:
-            err = None
-        done = await asyncio.gather(*(batcher.report(wid, "finished") for wid in ids))
+        out = await _report(batcher, ids, "running")
+        (err,) = await _report(batcher, ids[:1], "stopped")
+        done = await _report(batcher, ids, "finished")
         return batcher.requests, out, err, done
 
     requests, out, err, done = asyncio.run(go())
     assert [w["state"] for w in out] == ["running"] * 12
-    assert err is not None and err.status == 409 and "not being preempted" in err.message
+    assert isinstance(err, ServiceError) and err.status == 409 and "not being preempted" in err.message
     assert [w["state"] for w in done] == ["finished"] * 12
     # 12 + 1 + 12 reports; those made at the same moment share a request.
     assert requests <= 4, requests
@@ -107,17 +107,14 @@ def test_the_batcher_falls_back_to_one_request_per_report_when_the_service_has_n
 
     async def go():
         batcher = ReportBatcher(_OlderService(hub.service_url, hub.launcher_token))
-        out = await asyncio.gather(*(batcher.report(wid, "running") for wid in ids))
-        try:
-            await batcher.report(ids[0], "stopped")
-        except ServiceError as e:
-            return batcher, out, e
-        return batcher, out, None
+        out = await _report(batcher, ids, "running")
+        (err,) = await _report(batcher, ids[:1], "stopped")
+        return batcher, out, err
 
     batcher, out, err = asyncio.run(go())
     assert batcher.one_by_one
     assert [w["state"] for w in out] == ["running"] * 3        # not dropped as "it ended"
-    assert err is not None and err.status == 409
+    assert isinstance(err, ServiceError) and err.status == 409
     assert all(_state(hub, wid) == "running" for wid in ids)
     for wid in ids:
         hub.call("DELETE", f"/workloads/{wid}", hub.launcher_token)
