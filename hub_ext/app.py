@@ -197,6 +197,8 @@ class ComputeHubService(Application):
     async def submission_for(self, caller, body: dict) -> dict:
         """The scheduler spec for a caller's submission, after the service's own rules."""
         spec = dict(body)
+        if "user" in spec and (not isinstance(spec["user"], str) or not spec["user"]):
+            raise ValidationError("user must be a user name (text)")
         if "user" in spec and spec["user"] != caller.name and not caller.on_behalf:
             raise APIError(403, "forbidden", "only spawners and admins may submit for another user")
         if not caller.on_behalf and caller.kind != "user":

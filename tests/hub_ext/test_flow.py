@@ -155,6 +155,9 @@ def test_work_submitted_on_behalf_goes_to_a_queue_of_the_users_groups(hub):
     assert r2.status_code == 400 and "ada's groups" in r2.json()["message"]
     r3 = hub.call("POST", "/workloads", hub.launcher_token, json={"user": "nobody-such", "kind": "batch"})
     assert r3.status_code == 400 and "no user" in r3.json()["message"]
+    for bad in ([], "", 7):     # found by the fuzzer: a list here was a 500
+        r4 = hub.call("POST", "/workloads", hub.launcher_token, json={"user": bad, "resources": {"cpu": "100m"}})
+        assert r4.status_code == 400 and "user must be a user name" in r4.json()["message"], (bad, r4.text)
     assert hub.call("DELETE", f"/workloads/{r.json()['id']}", hub.launcher_token).status_code == 200
 
 
