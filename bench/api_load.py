@@ -343,13 +343,14 @@ def print_table(rows, lists, args) -> None:
     at8 = get("proxy", 8)
     lp = next(r for r in lists if r["route"] == "proxy" and r["who"] == "admin" and r["what"] == "default page")
     print("\ntargets (through the proxy)")
-    checks = [
-        (f">= {TARGET_RATE:.0f} submissions/s", f"{best['rate']:.0f}/s (best, {best['clients']} clients)",
-         best["rate"] >= TARGET_RATE),
-    ]
+    # The target is at 8 clients; the best over all client counts is shown beside it.
+    checks = []
     if at8:
+        checks.append((f">= {TARGET_RATE:.0f} submissions/s at 8 clients", f"{at8['rate']:.0f}/s",
+                       at8["rate"] >= TARGET_RATE))
         checks.append((f"p99 < {TARGET_P99_MS:.0f} ms at 8 clients", f"{at8['p99']:.1f} ms",
                        at8["p99"] < TARGET_P99_MS))
+    print(f"  (best rate: {best['rate']:.0f}/s with {best['clients']} clients)")
     checks.append((f"list p50 < {TARGET_LIST_P50_MS:.0f} ms ({lp['pending']} pending)", f"{lp['p50']:.1f} ms",
                    lp["p50"] < TARGET_LIST_P50_MS))
     for what, got, ok in checks:

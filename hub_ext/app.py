@@ -67,6 +67,20 @@ class ComputeHubService(Application):
                                     "burst of changes cycles come at most this often, each taking all that "
                                     "arrived (throughput); a change after a quiet spell waits only "
                                     "cycle_delay (latency).")
+    cycle_max_busy = Float(0.1, config=True,
+                           help="Largest share of the service's time (0-1) that scheduling cycles may take "
+                                "under a burst of changes: after a cycle of S seconds the next starts no "
+                                "sooner than S / cycle_max_busy after it began (and no sooner than "
+                                "cycle_min_interval, no later than cycle_interval). Cycles walk all pending "
+                                "work, so with a long backlog this keeps the API answering; a lone change "
+                                "after a quiet spell is not delayed by it.")
+
+    @validate("cycle_max_busy")
+    def _cycle_max_busy(self, proposal):
+        if not 0 < proposal.value <= 1:
+            raise TraitError(f"ComputeHubService.cycle_max_busy must be a share between 0 and 1 "
+                             f"(e.g. 0.1), not {proposal.value}")
+        return proposal.value
     long_poll_max = Float(30.0, config=True,
                           help="Longest a GET workloads/{id}?wait=S holds its answer, in seconds (at most "
                                "30); a longer wait is cut to this. Each held request is one open connection.")
@@ -140,6 +154,7 @@ class ComputeHubService(Application):
         self.positions: dict[str, tuple[int, int]] = {}
         self.cycles = 0
         self._last_cycle = 0.0
+        self._last_cycle_seconds = 0.0
         self._explained: dict[str, tuple[int, dict]] = {}
         self._group_commit = GroupCommit(self)
         self._groups: dict[str, tuple[float, set[str]]] = {}
@@ -296,8 +311,20 @@ class ComputeHubService(Application):
 
     # --- the scheduling loop ----------------------------------------------------------
 
+    def next_cycle_gap(self) -> float:
+        """Seconds until a cycle may start under a burst (<= 0: now)."""
+        spacing = max(self.cycle_min_interval,
+                      min(self._last_cycle_seconds / self.cycle_max_busy, self.cycle_interval))
+        return self._last_cycle + spacing - time.monotonic()
+
     def run_cycle(self) -> None:
         self._last_cycle = time.monotonic()
+        try:
+            self._run_cycle()
+        finally:
+            self._last_cycle_seconds = time.monotonic() - self._last_cycle
+
+    def _run_cycle(self) -> None:
         res = self.sched.cycle(now=time.time())
         self.cycles += 1
         self.metrics.observe_cycle(res)
@@ -319,7 +346,7 @@ class ComputeHubService(Application):
             try:
                 await asyncio.wait_for(self._wake.wait(), self.cycle_interval)
                 await asyncio.sleep(self.cycle_delay)
-                gap = self._last_cycle + self.cycle_min_interval - time.monotonic()
+                gap = self.next_cycle_gap()
                 if gap > 0:
                     await asyncio.sleep(gap)
             except asyncio.TimeoutError:

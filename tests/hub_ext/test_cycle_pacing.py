@@ -1,0 +1,95 @@
+"""The service's scheduling loop under a burst of changes, run in-process on a real SQLite
+file: cycles are spaced so that they take at most ``cycle_max_busy`` of the service's time
+(a cycle walks all pending work; without the spacing a long backlog turns every burst of
+submissions into back-to-back cycles and the API stalls), a change after a quiet spell
+still gets its cycle at once, and the spacing never exceeds ``cycle_interval``. The cycle
+is slowed on purpose (a sleep around the real one) so the spacing is visible."""
+
+import asyncio
+import time
+
+import pytest
+from traitlets import TraitError
+
+from hub_ext.app import ComputeHubService
+
+CYCLE_S = 0.02
+
+
+def service(tmp_path, **kw):
+    svc = ComputeHubService(data_dir=str(tmp_path), service_prefix="/services/computehub/",
+                            nodes=[{"name": "n0", "gpus": 8}], initial_queues=[{"name": "a"}],
+                            cycle_delay=0.0, cycle_min_interval=0.0, **kw)
+    svc.initialize([])
+    starts = []
+    real_cycle = svc.sched.cycle
+
+    def slow_cycle(now):
+        starts.append(time.monotonic())
+        time.sleep(CYCLE_S)
+        return real_cycle(now=now)
+
+    svc.sched.cycle = slow_cycle
+    return svc, starts
+
+
+async def burst(svc, seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        svc.changed()
+        await asyncio.sleep(0.003)
+
+
+def drive(svc, body):
+    async def run():
+        svc._changed, svc._wake = asyncio.Event(), asyncio.Event()
+        loop = asyncio.create_task(svc.scheduling_loop())
+        try:
+            await body()
+        finally:
+            svc.stopping = True
+            svc._wake.set()
+            await asyncio.wait_for(loop, 5)
+    asyncio.run(run())
+
+
+def gaps(starts):
+    return [b - a for a, b in zip(starts, starts[1:])]
+
+
+def test_cycles_under_a_burst_take_at_most_their_share_and_a_lone_change_is_not_delayed(tmp_path):
+    svc, starts = service(tmp_path, cycle_max_busy=0.25, cycle_interval=30.0)
+
+    async def body():
+        await burst(svc, 1.0)
+        await asyncio.sleep(0.5)                 # quiet: longer than the spacing (~0.08 s)
+        in_burst = len(starts)                   # the burst's last change has had its cycle
+        t = time.monotonic()
+        svc.changed()
+        await asyncio.sleep(0.06)
+        assert len(starts) == in_burst + 1, "a lone change after a quiet spell waits for no spacing"
+        assert starts[-1] - t < 0.05
+
+    drive(svc, body)
+    burst_gaps = gaps(starts[:-1])
+    assert len(burst_gaps) >= 5
+    # Each cycle took >= 20 ms, so the next began >= 80 ms after it (a share of 0.25).
+    assert min(burst_gaps) >= CYCLE_S / 0.25 - 0.005, burst_gaps
+    assert len(starts) - 1 <= 1.0 / (CYCLE_S / 0.25) + 2
+
+
+def test_without_the_share_cycles_follow_each_other_and_the_spacing_stops_at_the_interval(tmp_path):
+    svc, starts = service(tmp_path, cycle_max_busy=1.0, cycle_interval=30.0)
+    drive(svc, lambda: burst(svc, 0.5))
+    assert len(starts) >= 12, "a share of 1 lets cycles run back to back"      # ~20 at 20 ms + overhead
+
+    svc2, starts2 = service(tmp_path / "capped", cycle_max_busy=0.001, cycle_interval=0.15)
+    drive(svc2, lambda: burst(svc2, 0.8))
+    # 20 ms / 0.001 would be 20 s; the spacing is cut to the periodic cycle_interval.
+    assert len(starts2) >= 4 and max(gaps(starts2)) < 0.3, gaps(starts2)
+
+
+@pytest.mark.parametrize("bad", [0.0, -0.1, 1.5])
+def test_a_share_outside_0_to_1_is_refused_with_its_name(bad):
+    with pytest.raises(TraitError, match="cycle_max_busy must be a share between 0 and 1"):
+        ComputeHubService(cycle_max_busy=bad)
