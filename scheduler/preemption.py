@@ -120,16 +120,12 @@ def _usable(n, w: Workload) -> bool:
 
 
 def _best_node_group(state, w: Workload, cands: list[Workload]) -> list[Workload] | None:
-    """The victims of the node whose group stops the fewest GPUs (then the fewest workloads,
-    the most preferred first): per node, its candidates in preference order until ``w``
-    fits there."""
+    """The victims of the node that needs the fewest, the most preferred first: per node,
+    its candidates in preference order until ``w`` fits there."""
     inv = state.inventory
     g, cpu, mem = w.request.get(GPU, 0), w.request.get(CPU, 0), w.request.get(MEMORY, 0)
-    # Fast path, the common case: one candidate alone makes room on a node. The first such one
-    # (candidates come in preference order) that holds no more GPUs than w asks for cannot be
-    # beaten. A bigger one (a gang spanning nodes, whose preemption stops all its GPUs and which
-    # must then wait for as many to come free together) competes below with every node's group,
-    # scored by the GPUs the victims hold in all, then how many they are.
+    # Fast path, the common case: the first node whose most preferred candidate alone makes
+    # room scores (1, [its rank]), which nothing can beat; candidates come in preference order.
     seen: set[str] = set()
     for v in cands:
         for a in v.placement:
@@ -145,8 +141,7 @@ def _best_node_group(state, w: Workload, cands: list[Workload]) -> list[Workload
             if len(n.free_gpus) + sum(len(b.gpus) for b in v.placement if b.node == a.node) >= g \
                     and n.free_cpu + v.request.get(CPU, 0) * per >= cpu \
                     and n.free_memory + v.request.get(MEMORY, 0) * per >= mem:
-                if v.gpus <= g:
-                    return [v]
+                return [v]
     rank = {v.id: i for i, v in enumerate(cands)}
     groups: dict[str, list[Workload]] = {}
     for v in cands:
@@ -170,7 +165,7 @@ def _best_node_group(state, w: Workload, cands: list[Workload]) -> list[Workload
             fc += v.request.get(CPU, 0) * per
             fm += v.request.get(MEMORY, 0) * per
         if fg >= g and fc >= cpu and fm >= mem and chosen:
-            score = (sum(v.gpus for v in chosen), len(chosen), sorted(rank[v.id] for v in chosen))
+            score = (len(chosen), sorted(rank[v.id] for v in chosen))
             if best is None or score < best[0]:
                 best = (score, chosen)
     return None if best is None else best[1]

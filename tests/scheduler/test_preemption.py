@@ -87,35 +87,3 @@ def test_live_mode_waits_for_victims_to_stop_before_starting_the_preemptor():
     assert {w.id for w in res.admitted} == {a1.id, a2.id}
     kinds = [e.kind for e in s.events(workload_id=b2.id)]
     assert kinds == ["submitted", "admitted", "preempted", "stopped", "requeued"]
-
-
-def test_reclaim_stops_a_small_borrower_rather_than_a_younger_gang_spanning_nodes():
-    """Youngest first, but not at any size: stopping a 16-GPU gang to free one GPU wastes the
-    other fifteen's work and leaves the gang waiting for 16 GPUs to come free together."""
-    s = cluster(nodes=3, gpus=8, queues=[{"name": "a", "guaranteed": {"gpu": 12}},
-                                          {"name": "b", "guaranteed": {"gpu": 12}}])
-    singles = [job(s, "b", user="bob", gpus=1, now=0) for _ in range(8)]    # fill one node
-    s.cycle(now=0)
-    gang = job(s, "b", user="bob", gpus=8, workers=2, now=100)               # the two others, younger
-    s.cycle(now=100)
-    assert gang.state == ADMITTED and all(w.state == ADMITTED for w in singles)
-    owed = job(s, "a", gpus=1, now=2000)                                     # a holds none of its 12
-    res = s.cycle(now=2000)
-    assert owed.state == ADMITTED
-    assert [v.id for v, _ in res.preempted] == [singles[-1].id]              # the youngest single
-    assert gang.state == ADMITTED
-
-
-def test_a_node_group_is_scored_by_the_gpus_it_stops_then_by_how_many():
-    """Two 1-GPU borrowers on one node stop 2 GPUs; the gang's share of another node would
-    stop all 16 of the gang: the two go."""
-    s = cluster(nodes=3, gpus=8, queues=[{"name": "a", "guaranteed": {"gpu": 12}},
-                                          {"name": "b", "guaranteed": {"gpu": 12}}])
-    singles = [job(s, "b", user="bob", gpus=1, now=0) for _ in range(8)]
-    s.cycle(now=0)
-    gang = job(s, "b", user="bob", gpus=8, workers=2, now=100)
-    s.cycle(now=100)
-    owed = job(s, "a", gpus=2, now=2000)
-    res = s.cycle(now=2000)
-    assert owed.state == ADMITTED and gang.state == ADMITTED
-    assert sorted(v.id for v, _ in res.preempted) == sorted(w.id for w in singles[-2:])
