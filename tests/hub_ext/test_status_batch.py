@@ -36,15 +36,17 @@ def test_a_batch_applies_each_report_and_answers_each_in_order(hub):
                {"id": a, "state": "stopped"},          # a is running, not being preempted
                {"id": b, "state": "update"},            # an update without notes
                "not an object",
-               {"id": b, "state": "asleep"}]
+               {"id": b, "state": "asleep"},
+               {"id": True, "state": "running"}]        # an id that is not text is not echoed
     r = hub.call("POST", "/workloads/status", tok, json={"reports": reports})
     assert r.status_code == 200, r.text
     res = r.json()["results"]
-    assert [x["status"] for x in res] == [200, 200, 404, 409, 400, 400, 400], res
-    assert [x["id"] for x in res] == [a, b, "w-no-such", a, b, None, b]
+    assert [x["status"] for x in res] == [200, 200, 404, 409, 400, 400, 400, 400], res
+    assert [x["id"] for x in res] == [a, b, "w-no-such", a, b, None, b, None]
     assert res[0]["body"]["state"] == "running" and res[1]["body"]["metadata"]["status"]["message"] == "on node x"
     assert "not being preempted" in res[3]["message"] and "needs at least one" in res[4]["message"]
     assert "workload's id" in res[5]["message"] and "one of" in res[6]["message"]
+    assert "workload's id" in res[7]["message"]
     assert _state(hub, a) == _state(hub, b) == "running"      # the mistakes did not undo the rest
 
     r = hub.call("POST", "/workloads/status", tok, json={"reports": [
