@@ -74,22 +74,19 @@ class ComputeHubService(Application):
                                 "cycle_min_interval, no later than cycle_interval). Cycles walk all pending "
                                 "work, so with a long backlog this keeps the API answering; a lone change "
                                 "after a quiet spell is not delayed by it.")
-
-    @validate("cycle_max_busy")
-    def _cycle_max_busy(self, proposal):
-        if not 0 < proposal.value <= 1:
-            raise TraitError(f"ComputeHubService.cycle_max_busy must be a share between 0 and 1 "
-                             f"(e.g. 0.1), not {proposal.value}")
-        return proposal.value
     long_poll_max = Float(30.0, config=True,
                           help="Longest a GET workloads/{id}?wait=S holds its answer, in seconds (at most "
                                "30); a longer wait is cut to this. Each held request is one open connection.")
 
-    @validate("long_poll_max")
-    def _long_poll_max(self, proposal):
-        if not 0 < proposal.value <= 30:
-            raise TraitError(f"ComputeHubService.long_poll_max must be between 0 and 30 seconds, "
-                             f"not {proposal.value}")
+    _BOUNDS = {"cycle_max_busy": (1, "a share between 0 and 1 (e.g. 0.1)"),
+               "long_poll_max": (30, "between 0 and 30 seconds")}
+
+    @validate(*_BOUNDS)
+    def _bounded(self, proposal):
+        name = proposal.trait.name
+        high, what = self._BOUNDS[name]
+        if not 0 < proposal.value <= high:
+            raise TraitError(f"ComputeHubService.{name} must be {what}, not {proposal.value}")
         return proposal.value
 
     write_on_thread = Bool(False, config=True,

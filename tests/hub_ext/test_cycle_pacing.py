@@ -89,7 +89,13 @@ def test_without_the_share_cycles_follow_each_other_and_the_spacing_stops_at_the
     assert len(starts2) >= 4 and max(gaps(starts2)) < 0.3, gaps(starts2)
 
 
-@pytest.mark.parametrize("bad", [0.0, -0.1, 1.5])
-def test_a_share_outside_0_to_1_is_refused_with_its_name(bad):
-    with pytest.raises(TraitError, match="cycle_max_busy must be a share between 0 and 1"):
-        ComputeHubService(cycle_max_busy=bad)
+@pytest.mark.parametrize("trait,bad,says", [
+    ("cycle_max_busy", 0.0, "cycle_max_busy must be a share between 0 and 1"),
+    ("cycle_max_busy", -0.1, "cycle_max_busy must be a share between 0 and 1"),
+    ("cycle_max_busy", 1.5, "cycle_max_busy must be a share between 0 and 1"),
+    ("long_poll_max", 31.0, "long_poll_max must be between 0 and 30 seconds"),
+    ("long_poll_max", 0.0, "long_poll_max must be between 0 and 30 seconds")])
+def test_timing_knobs_out_of_range_are_refused_with_their_name(trait, bad, says):
+    with pytest.raises(TraitError, match=says):
+        ComputeHubService(**{trait: bad})
+    assert getattr(ComputeHubService(**{trait: 0.5}), trait) == 0.5
