@@ -41,20 +41,26 @@ def explain(sched, w: Workload, now: float) -> dict:
         # rule that holds it back is the more useful thing to say.
         blocker = sched.engine._quota(w) or blocker
     out.update(position_in_queue=qpos, queue_length=qlen, position=pos, pending=total)
+    first: dict = {}
+    eta, why = estimate_start(sched, w, now, order, first)
+    # Work submitted since the last cycle has no verdict of its own yet: the simulation's
+    # first cycle (the same engine, now) says what would hold it back.
+    blocker = blocker or first.get("blocker")
     if blocker is None:
         out["reason"] = "waiting for the next scheduling cycle"
     else:
         out["reason"] = blocker.text(w)
         out["blocker"] = blocker.to_dict()
-    eta, why = estimate_start(sched, w, now, order)
     out["eta"] = eta
     out["eta_seconds"] = None if eta is None else max(0.0, eta - now)
     out["eta_reason"] = why
     return out
 
 
-def estimate_start(sched, target: Workload, now: float, order=None) -> tuple[float | None, str]:
-    """Simulate forward until ``target`` is admitted: (time, how the estimate was made)."""
+def estimate_start(sched, target: Workload, now: float, order=None,
+                   first: dict | None = None) -> tuple[float | None, str]:
+    """Simulate forward until ``target`` is admitted: (time, how the estimate was made).
+    ``first``, if given, receives the first simulated cycle's ``blocker`` for ``target``."""
     st = sched.state
     order = sched.engine.order() if order is None else order
     ids = [w.id for w in order]
@@ -74,8 +80,10 @@ def estimate_start(sched, target: Workload, now: float, order=None) -> tuple[flo
     eng = Engine(clone, cfg)
     eng.fairshare.load(sched.engine.fairshare.time, sched.engine.fairshare.usage)
     t = now
-    for _ in range(MAX_STEPS):
-        eng.cycle(t)
+    for step in range(MAX_STEPS):
+        res = eng.cycle(t)
+        if step == 0 and first is not None:
+            first["blocker"] = res.blockers.get(target.id)
         me = copies[target.id]
         if me.state != PENDING:
             return t, ("now" if t == now else "if running work ends at its declared time limit")

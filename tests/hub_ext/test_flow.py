@@ -249,3 +249,9 @@ def test_a_submission_has_its_position_before_the_next_cycle(tmp_path):
             d = hub.call("GET", f"/workloads/{wid}", tok).json()
             assert d["state"] == "pending", d
             assert (d["position"], d["position_in_queue"]) == (n, n), d
+        # One that would not fit even now says why, not "wait for a cycle": gpu-a is the only
+        # east node, and the two above take two of its four GPUs when the cycle comes.
+        east = hub.call("POST", "/workloads", tok, json={"queue": "vision", "resources": {"gpu": 4},
+                                                         "node_selector": {"zone": "east"}}).json()["id"]
+        reason = hub.call("GET", f"/workloads/{east}", tok).json()["explanation"]["reason"]
+        assert "GPU" in reason and "next scheduling cycle" not in reason, reason
