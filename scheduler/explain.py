@@ -41,11 +41,10 @@ def explain(sched, w: Workload, now: float) -> dict:
         # rule that holds it back is the more useful thing to say.
         blocker = sched.engine._quota(w) or blocker
     out.update(position_in_queue=qpos, queue_length=qlen, position=pos, pending=total)
-    first: dict = {}
-    eta, why = estimate_start(sched, w, now, order, first)
+    eta, why, first_blocker = estimate_start(sched, w, now, order)
     # Work submitted since the last cycle has no verdict of its own yet: the simulation's
     # first cycle (the same engine, now) says what would hold it back.
-    blocker = blocker or first.get("blocker")
+    blocker = blocker or first_blocker
     if blocker is None:
         out["reason"] = "waiting for the next scheduling cycle"
     else:
@@ -57,15 +56,15 @@ def explain(sched, w: Workload, now: float) -> dict:
     return out
 
 
-def estimate_start(sched, target: Workload, now: float, order=None,
-                   first: dict | None = None) -> tuple[float | None, str]:
-    """Simulate forward until ``target`` is admitted: (time, how the estimate was made).
-    ``first``, if given, receives the first simulated cycle's ``blocker`` for ``target``."""
+def estimate_start(sched, target: Workload, now: float,
+                   order=None) -> tuple[float | None, str, Blocker | None]:
+    """Simulate forward until ``target`` is admitted: (time, how the estimate was made,
+    what held it back in the first simulated cycle, if anything)."""
     st = sched.state
     order = sched.engine.order() if order is None else order
     ids = [w.id for w in order]
     if target.id not in ids:
-        return None, "not pending"
+        return None, "not pending", None
     ahead = order[: ids.index(target.id) + 1]
     clone = ClusterState(list(st.tree.specs.values()), list(st.classes.values()),
                          [n.spec for n in st.inventory.nodes.values()])
@@ -79,23 +78,23 @@ def estimate_start(sched, target: Workload, now: float, order=None,
     cfg = sched.config.copy(release_on_preempt=True)
     eng = Engine(clone, cfg)
     eng.fairshare.load(sched.engine.fairshare.time, sched.engine.fairshare.usage)
-    t = now
+    t, first = now, None
     for step in range(MAX_STEPS):
         res = eng.cycle(t)
-        if step == 0 and first is not None:
-            first["blocker"] = res.blockers.get(target.id)
+        if step == 0:
+            first = res.blockers.get(target.id)
         me = copies[target.id]
         if me.state != PENDING:
-            return t, ("now" if t == now else "if running work ends at its declared time limit")
+            return t, ("now" if t == now else "if running work ends at its declared time limit"), first
         ends = [(e, v) for v in clone.holding.values() if (e := expected_end(v, t)) is not None]
         if not ends:
             unknown = len(clone.holding)
             return None, (f"unknown: {unknown} running workload(s) ahead declare no run-time limit"
-                          if unknown else "unknown: nothing running frees what it needs")
+                          if unknown else "unknown: nothing running frees what it needs"), first
         t = min(e for e, _ in ends)
         for e, v in ends:
             if e <= t:
                 clone.release(v)
                 v.state = TERMINAL[0]
                 clone.workloads.pop(v.id, None)
-    return None, f"beyond the next {MAX_STEPS} completions"
+    return None, f"beyond the next {MAX_STEPS} completions", first
