@@ -48,6 +48,15 @@ class EngineConfig(Configurable):
     assumed_limit = Float(
         86400.0, config=True,
         help="With expansion_order: the run-time limit, in seconds, assumed for work that declares none.")
+    preempt_for_shorter = Float(
+        8.0, config=True,
+        help="""'priority' order only: pending work that cannot start may preempt running work of
+        its own queue and class rank (preemptible, run at least its class's preempt_after)
+        whose declared time left is more than this many times its own (time left = declared
+        run-time limit, or assumed_limit, minus the time already run). The queue's usage does
+        not change, so no guarantee or other team is affected; short work stops waiting behind
+        long work of its own team (shortest-remaining-time, as Tiresias and SRTF, with a margin
+        against churn). 0 = off; otherwise greater than 1.""")
     half_life = Float(
         86400.0, config=True,
         help="""Half-life of past usage in fair share, in seconds (Slurm's PriorityDecayHalfLife,
@@ -68,6 +77,12 @@ class EngineConfig(Configurable):
     def _positive_half_life(self, proposal):
         if proposal["value"] <= 0:
             raise TraitError("half_life must be a positive number of seconds")
+        return proposal["value"]
+
+    @validate("preempt_for_shorter")
+    def _factor_or_off(self, proposal):
+        if not (proposal["value"] == 0 or proposal["value"] > 1):
+            raise TraitError("preempt_for_shorter must be 0 (off) or a factor greater than 1")
         return proposal["value"]
 
     @validate("las_thresholds")

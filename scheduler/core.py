@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import time as _time
 
-from . import ledger, reclaim, validation
+from . import ledger, preemption, reclaim, validation
 from .engine import CycleResult, Engine, EngineConfig
 from .errors import Conflict, NotFound
 from .model import (ADMITTED, AWAITING_APPROVAL, CANCELLED, FAILED, FINISHED, HOLDING, PENDING, PREEMPTED, PREEMPTING,
@@ -280,7 +280,8 @@ class Scheduler(SubmissionsMixin):
         with self._tx():
             for v, by in res.preempted:
                 self.store.put_workload(v)
-                self._event(now, "preempted", v, f"preempted by {by.id} ({by.priority}, queue {by.queue})",
+                self._event(now, "preempted", v, f"preempted by {by.id} ({by.priority}, queue {by.queue}): "
+                            f"{preemption.why(v, by)}",
                             preemptor=by.id, placement=[a.to_dict() for a in v.placement])
                 if v.state != PREEMPTING:      # released at once (replay)
                     self.store.close_allocation(v.id, now)

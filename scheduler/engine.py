@@ -13,7 +13,7 @@ import time as _time
 from dataclasses import dataclass, field
 
 
-from . import backfill, policies, preemption
+from . import backfill, ordering, policies, preemption
 from .backfill import Reservation
 from .blockers import (CAPACITY, GUARANTEE_ONLY, LENDING, NO_BORROW, NO_NODE, QUEUE_LIMIT, RESERVED,
                        STRICT_ORDER, USER_LIMIT, WAITING_PREEMPTION, Blocker)
@@ -52,56 +52,19 @@ class Engine:
         self._fail_cache: dict[bool, dict] = {True: {}, False: {}}
         self._shapes: dict[str, tuple] = {}
         self._preempting = self.config.preemption
-        self._preempt_fail: set = set()  # preemption keys that found no victims, within one cycle
+        # Within one cycle: preemption keys that found no victims -> the smallest time-left
+        # bucket that failed (work with more time left has fewer victims: it fails too).
+        self._preempt_fail: dict = {}
+        self._bucketed = self.config.preempt_for_shorter > 1 and self.config.order == "priority"
         self._victims: preemption.VictimIndex | None = None
         self._now = 0.0     # the current cycle's clock, for orders that depend on service received
+        self._owed_waiting = False   # within a cycle: owed work was found waiting for capacity
 
     # --- ordering -------------------------------------------------------------
 
     def order(self) -> list[Workload]:
-        """Pending work in admission order. 'priority': class rank, queues below their
-        guarantee first, fair share (in steps), expansion factor, then age (see EngineConfig.order)."""
-        st, cfg = self.state, self.config
-        pending = st.pending.values()
-        if cfg.order == "fifo":
-            return sorted(pending, key=lambda w: w.seq)
-        if cfg.order == "sjf":
-            inf = math.inf
-            return sorted(pending, key=lambda w: (w.time_limit if w.time_limit is not None else inf, w.seq))
-        if cfg.order in policies.SERVICE_ORDERS:
-            return policies.order(pending, cfg.order, cfg.las_thresholds, st.classes, self._now)
-        cap = st.inventory.capacity
-        fs, specs = self.fairshare, st.tree.specs
-        neg_rank = {name: -c.rank for name, c in st.classes.items()}
-        qshare = {q: fs.share(q, cap, specs[q].weight) for q in specs}
-        ushare: dict[tuple[str, str], float] = {}
-        tree = st.tree
-        over = {q: not any(tree.usage[q].get(k, 0) < v for k, v in tree.guaranteed[q].items()) for q in specs}
-
-        def user_share(w: Workload) -> float:
-            u = ushare.get((w.queue, w.user))
-            if u is None:
-                u = ushare[(w.queue, w.user)] = fs.share(w.queue + "/" + w.user, cap, 1.0)
-            return u
-
-        # Queues using less than their guarantee go before the others, so capacity that
-        # frees up is not lent out while an owner waits for it.
-        if not cfg.expansion_order:
-            def key(w: Workload):
-                return (neg_rank[w.priority], over[w.queue], qshare[w.queue], user_share(w), w.seq)
-        else:
-            band, assumed, now = cfg.fair_share_band, cfg.assumed_limit, self._now
-            step = {q: math.floor(v / band) if band > 0 else v for q, v in qshare.items()}
-
-            def key(w: Workload):
-                # policies.expansion, inlined: this runs for every pending workload every cycle.
-                limit = w.time_limit or assumed
-                waited = now - w.submitted_at
-                xf = ((waited if waited > 0 else 0.0) + limit) / limit
-                q = w.queue
-                return (neg_rank[w.priority], over[q], step[q], -xf, qshare[q], user_share(w), w.seq)
-
-        return sorted(pending, key=key)
+        """Pending work in admission order (see ``ordering.pending_order``)."""
+        return ordering.pending_order(self.state, self.config, self.fairshare, self._now)
 
     # --- one cycle ------------------------------------------------------------
 
@@ -127,10 +90,12 @@ class Engine:
         self._preempting = cfg.preemption
         if len(self._shapes) > 2 * len(st.pending) + 1000:
             self._shapes = {}
-        self._preempt_fail = set()
+        self._preempt_fail = {}
+        self._bucketed = cfg.preempt_for_shorter > 1 and cfg.order == "priority"
         self._tail_memo: dict = {}
         self._owed_memo: dict = {}
         self._victims = None
+        self._owed_waiting = False
         # Work being preempted is treated as gone for this cycle; whatever lands on
         # what it still holds is only nominated, and starts once it has stopped.
         self._leaving = Leaving()
@@ -189,6 +154,8 @@ class Engine:
                 failed = tail_memo.get((w.queue, cls.rank, shape, use_reserved))
                 if failed is not None:
                     blockers[w.id] = failed
+                    if not self._owed_waiting:
+                        self._note_blocked(w, failed)
                     continue
                 if self._known_to_fail(w, cls, shape, rsv, res):
                     continue
@@ -203,6 +170,8 @@ class Engine:
             if preempt and out.code in _PREEMPTION_HELPS and self._preempt(w, cls, now, rsv, res):
                 continue
             res.blockers[w.id] = out
+            if not self._owed_waiting:
+                self._note_blocked(w, out)
             if out.code in (CAPACITY, RESERVED):
                 if backfill_mode == "none":
                     strict = w
@@ -233,23 +202,55 @@ class Engine:
             return False
         if rsv is not None and self._fail_cache[True].get(shape) is None:
             return False    # might be held back only by the reservation: take the full path
-        if self._preempting and (w.queue, cls.rank, shape) not in self._preempt_fail:
+        if self._preempting and not self._preempt_failed(w, cls):
             return False
         self._tail_memo[tail_key] = failed
         res.blockers[w.id] = failed
+        if not self._owed_waiting:
+            self._note_blocked(w, failed)
         return True
+
+    def _note_blocked(self, w: Workload, blocker: Blocker) -> None:
+        """Remember, for the rest of the cycle, that work its queue is owed (it fits in the
+        queue's guarantee) waits for capacity: queues that borrow then stop swapping their
+        reclaimable borrowed work for fresh work (see preemption.candidates)."""
+        if blocker.code in (CAPACITY, RESERVED) and self.state.tree.within_guarantee(w.queue, w.total) is None:
+            self._owed_waiting = True
 
     def _shape(self, w: Workload) -> tuple:
         """What placement depends on; workloads of one shape fit or fail alike (cached)."""
         s = self._shapes.get(w.id)
         if s is None:
             r, sel = w.request, w.node_selector
-            s = self._shapes[w.id] = (w.gpu_model, w.workers, r.get(GPU, 0), r.get(CPU, 0), r.get(MEMORY, 0),
-                                      tuple(sorted(sel.items())) if sel else ())
+            s = (w.gpu_model, w.workers, r.get(GPU, 0), r.get(CPU, 0), r.get(MEMORY, 0),
+                 tuple(sorted(sel.items())) if sel else ())
+            f = self.config.preempt_for_shorter
+            if f > 1 and self.config.order == "priority":
+                # Which victims it may take depends on its time left. Work whose time left is
+                # within the same power of the factor shares the cycle's per-shape verdicts: a
+                # swap the shared verdict hides waits at most until the next cycle.
+                left = policies.declared_left(w, self._now, self.config.assumed_limit)
+                s += (math.floor(math.log(max(left, 60.0), f)),)
+            self._shapes[w.id] = s
         return s
 
-    def _preempt_key(self, w: Workload, cls: PriorityClass) -> tuple:
-        return (w.queue, cls.rank, self._shape(w))
+    def _preempt_key(self, w: Workload, cls: PriorityClass) -> tuple[tuple, int]:
+        """(what preemption for ``w`` depends on, its time-left bucket or 0)."""
+        shape = self._shape(w)
+        if self._bucketed:
+            return (w.queue, cls.rank, shape[:-1]), shape[-1]
+        return (w.queue, cls.rank, shape), 0
+
+    def _preempt_failed(self, w: Workload, cls: PriorityClass) -> bool:
+        key, bucket = self._preempt_key(w, cls)
+        failed = self._preempt_fail.get(key)
+        return failed is not None and bucket >= failed
+
+    def _note_preempt_failed(self, w: Workload, cls: PriorityClass) -> None:
+        key, bucket = self._preempt_key(w, cls)
+        failed = self._preempt_fail.get(key)
+        if failed is None or bucket < failed:
+            self._preempt_fail[key] = bucket
 
     def _admit(self, w: Workload, placement, now: float, res: CycleResult) -> None:
         self.state.allocate(w, placement, now, ADMITTED)
@@ -334,8 +335,7 @@ class Engine:
 
     def _preempt(self, w: Workload, cls: PriorityClass, now: float, reserved, res: CycleResult) -> bool:
         st = self.state
-        key = self._preempt_key(w, cls)
-        if key in self._preempt_fail:
+        if self._preempt_failed(w, cls):
             return False
         if self._victims is None:
             self._victims = preemption.VictimIndex(st, now)
@@ -343,9 +343,13 @@ class Engine:
             cfg = self.config
             cands = policies.candidates(self._victims, w, cls, cfg.order, cfg.las_thresholds, st.classes, now)
         else:
-            cands = preemption.candidates(st, self._victims, w, cls)
+            f, assumed = self.config.preempt_for_shorter, self.config.assumed_limit
+            longer = f * policies.declared_left(w, now, assumed) if f > 0 and self.config.order == "priority" \
+                else None
+            cands = preemption.candidates(st, self._victims, w, cls, longer, assumed,
+                                          swap_borrowed=not self._owed_waiting)
         if not cands:
-            self._preempt_fail.add(key)
+            self._note_preempt_failed(w, cls)
             return False
         saved_cache = self._fail_cache
         self._fail_cache = {True: {}, False: {}}   # capacity changes while victims are tried
@@ -358,7 +362,7 @@ class Engine:
         placement, victims = preemption.choose(st, w, cands, attempt, self.config.max_victims_tried)
         if placement is None:
             self._fail_cache = saved_cache
-            self._preempt_fail.add(key)
+            self._note_preempt_failed(w, cls)
             return False
         self._victims.drop(victims)
         for v in victims:
@@ -373,9 +377,17 @@ class Engine:
                 v.state = PREEMPTING      # still holds its resources until it has stopped
                 self._leaving.add(v)
         self._admit(w, placement, now, res)
-        self._preempt_fail.clear()   # capacity moved: earlier failures may now succeed
-        self._tail_memo.clear()
+        if not self._like_for_like(w, victims):
+            self._preempt_fail.clear()   # capacity moved: earlier failures may now succeed
+            self._tail_memo.clear()
         return True
+
+    @staticmethod
+    def _like_for_like(w: Workload, victims: list[Workload]) -> bool:
+        """A swap inside one queue and class that frees no more than ``w`` takes: no capacity,
+        usage or candidate appears for anyone else, so the cycle's verdicts still hold."""
+        return all(v.queue == w.queue and v.priority == w.priority for v in victims) and \
+            sum(v.request.get(GPU, 0) * v.workers for v in victims) == w.request.get(GPU, 0) * w.workers
 
     def _requeue_or_end(self, v: Workload) -> None:
         """A victim that has stopped: back in line (keeping its age) or ended."""

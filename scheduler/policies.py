@@ -53,6 +53,11 @@ def remaining(w: Workload, now: float) -> float:
     return max(0.0, w.time_limit - ran(w, now))
 
 
+def declared_left(w: Workload, now: float, assumed: float) -> float:
+    """Declared limit (``assumed`` seconds if none) minus seconds run, not below 0."""
+    return max(0.0, (w.time_limit or assumed) - ran(w, now))
+
+
 def attained(w: Workload, now: float) -> float:
     """GPU-seconds of service ``w`` has had (all workers)."""
     return ran(w, now) * w.request.get(GPU, 0) * w.workers
@@ -123,5 +128,5 @@ def next_change(w: Workload, now: float, thresholds) -> float | None:
     return None
 
 
-__all__ = ["RAN", "SERVICE_ORDERS", "attained", "candidates", "charge", "expansion", "las_level", "next_change",
-           "order", "primary", "ran", "remaining"]
+__all__ = ["RAN", "SERVICE_ORDERS", "attained", "candidates", "charge", "declared_left", "expansion", "las_level",
+           "next_change", "order", "primary", "ran", "remaining"]

@@ -3,12 +3,16 @@
 Who may be a victim of pending workload ``w`` (all must be preemptible and
 have run at least their class's ``preempt_after``):
 
-* work of lower rank in ``w``'s own queue;
+* work of lower rank in ``w``'s own queue, and work of its own rank there whose
+  declared time left is more than ``longer`` seconds (``preempt_for_shorter``
+  times ``w``'s own time left), the most time left first — in a queue above its
+  guarantee only while no owed work waits (``swap_borrowed``);
 * when ``w`` fits in its queue's guarantee (reclaim): work of any rank in
   other queues that are above their guarantee, i.e. borrowed capacity;
 * when ``w`` itself borrows: lower-ranked borrowers of other queues.
 
-Victims are tried lower rank first, then borrowers, youngest first; once
+Victims are tried lower rank first, then borrowers, youngest first, then
+longer work of ``w``'s own rank; once
 ``w`` fits, victims that turn out unnecessary are given back (oldest first),
 so the set is small and young. A queue is never taken below its guarantee by
 reclaim: a borrower is only a candidate while its queue is above guarantee.
@@ -16,7 +20,10 @@ reclaim: a borrower is only a candidate while its queue is above guarantee.
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
 from .model import PREEMPTING, PriorityClass, Workload
+from .policies import declared_left
 from .resources import CPU, GPU, MEMORY, flavor_key
 
 
@@ -37,14 +44,32 @@ class VictimIndex:
             self.by_queue.setdefault(v.queue, []).append(((vc.rank, -v.admitted_at, -v.seq), v))
         for lst in self.by_queue.values():
             lst.sort(key=lambda t: t[0])
+        self.now = now
+        self._by_left: dict[tuple[str, int], tuple[list[float], list]] = {}
 
     def drop(self, victims: list[Workload]) -> None:
         gone = {v.id for v in victims}
         for q in {v.queue for v in victims}:
             self.by_queue[q] = [t for t in self.by_queue.get(q, []) if t[1].id not in gone]
+            for k in [k for k in self._by_left if k[0] == q]:
+                negs, rows = self._by_left[k]
+                keep = [i for i, r in enumerate(rows) if r[2].id not in gone]
+                self._by_left[k] = ([negs[i] for i in keep], [rows[i] for i in keep])
+
+    def longer_than(self, queue: str, rank: int, longer: float, assumed: float) -> list[tuple[float, tuple, Workload]]:
+        """(time left, key, workload) of ``queue``'s candidates of class ``rank`` whose declared
+        time left exceeds ``longer`` seconds, the most left first (sorted once per cycle)."""
+        entry = self._by_left.get((queue, rank))
+        if entry is None:
+            rows = sorted(((-declared_left(v, self.now, assumed), key, v)
+                           for key, v in self.by_queue.get(queue, ()) if key[0] == rank), key=lambda t: t[:2])
+            entry = self._by_left[(queue, rank)] = ([r[0] for r in rows], rows)
+        negs, rows = entry
+        return [(-n, key, v) for n, key, v in rows[:bisect_left(negs, -longer)]]
 
 
-def candidates(state, index: VictimIndex, w: Workload, cls: PriorityClass) -> list[Workload]:
+def candidates(state, index: VictimIndex, w: Workload, cls: PriorityClass,
+               longer: float | None = None, assumed: float = 0.0, swap_borrowed: bool = True) -> list[Workload]:
     tree = state.tree
     own_chain = tree.chain[w.queue]
     within = tree.within_guarantee(w.queue, w.total) is None
@@ -55,6 +80,10 @@ def candidates(state, index: VictimIndex, w: Workload, cls: PriorityClass) -> li
                 if key[0] >= cls.rank:
                     break
                 out.append(((0,) + key, v))
+            if longer is not None:
+                for left, key, v in index.longer_than(q, cls.rank, longer, assumed):
+                    if swap_borrowed or _stays_within_guarantee(tree, q, w.total, v.total):
+                        out.append(((2, -left) + key[1:], v))
             continue
         if not within and not cls.may_borrow:
             continue
@@ -69,6 +98,24 @@ def candidates(state, index: VictimIndex, w: Workload, cls: PriorityClass) -> li
                 break
     out.sort(key=lambda t: t[0])
     return [v for _, v in out]
+
+
+def _stays_within_guarantee(tree, q: str, add: dict, remove: dict) -> bool:
+    """Would leaf ``q`` stay within its guarantee with ``remove`` stopped and ``add`` started?
+    While an owner waits, a swap in a queue that borrows would replace borrowed work that has
+    run past its class's preempt_after (reclaimable now) with fresh work that may not be
+    preempted yet."""
+    g, u, gov = tree.guaranteed[q], tree.usage[q], tree.governed[q]
+    return all(u.get(k, 0) - remove.get(k, 0) + n <= g.get(k, 0) for k, n in add.items() if k in gov)
+
+
+def why(victim: Workload, by: Workload) -> str:
+    """Why ``victim`` was chosen for ``by``, in words for its owner (candidates' rules)."""
+    if victim.queue != by.queue:
+        return "its queue was above its guarantee, and borrowed capacity is given back when needed"
+    if victim.priority != by.priority:
+        return "work of a higher priority class in its queue needed the capacity"
+    return "work of its queue and class that declares much less time left goes first (preempt_for_shorter)"
 
 
 def choose(state, w: Workload, cands: list[Workload], attempt, limit: int):
@@ -149,6 +196,11 @@ def _best_node_group(state, w: Workload, cands: list[Workload]) -> list[Workload
             grp = groups.setdefault(a.node, [])
             if not grp or grp[-1] is not v:
                 grp.append(v)
+    # What other queues may lose before they are back at their guarantee (reclaim stops
+    # there: _greedy skips the rest), so that a node counted as clearable really is.
+    tree = state.tree
+    spare = {q: tree.usage[q].get(GPU, 0) - tree.guaranteed[q].get(GPU, 0)
+             for q in {v.queue for v in cands if v.queue != w.queue}}
     best = None
     for name, grp in groups.items():
         n = inv.nodes[name]
@@ -156,9 +208,14 @@ def _best_node_group(state, w: Workload, cands: list[Workload]) -> list[Workload
             continue
         fg, fc, fm = len(n.free_gpus), n.free_cpu, n.free_memory
         chosen = []
+        taken: dict[str, int] = {}
         for v in grp:
             if fg >= g and fc >= cpu and fm >= mem:
                 break
+            if v.queue != w.queue:
+                if spare[v.queue] - taken.get(v.queue, 0) <= 0:
+                    continue
+                taken[v.queue] = taken.get(v.queue, 0) + v.request.get(GPU, 0) * v.workers
             chosen.append(v)
             fg += sum(len(a.gpus) for a in v.placement if a.node == name)
             per = sum(1 for a in v.placement if a.node == name)

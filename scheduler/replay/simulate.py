@@ -65,12 +65,13 @@ POLICIES: dict[str, Policy] = {p.name: p for p in (
     Policy("default", "ComputeHub: team queues with equal guarantees and borrowing; class rank, queues "
            "below their guarantee first, fair share (1-day half-life) in steps, then Maui's expansion "
            "factor (wait + declared limit) / declared limit; EASY backfill on declared limits "
-           "(estimates); reclaim by preemption",
+           "(estimates); reclaim by preemption; preempts work of the same team and rank that declares "
+           "8× more time left",
            _cfg(backfill="reserve", preemption=True, order="priority"), True, "estimate"),
     Policy("default-age", "ComputeHub's default until 2026-12: as default, but fair share with a "
-           "7-day half-life and then age (no expansion factor)",
+           "7-day half-life and then age (no expansion factor), no preemption for shorter work",
            _cfg(backfill="reserve", preemption=True, order="priority", expansion_order=False,
-                half_life=7 * 86400.0), True, "estimate"),
+                half_life=7 * 86400.0, preempt_for_shorter=0.0), True, "estimate"),
 )}
 # 'policy': each policy's own (oracle for sjf/srtf, estimates for default, none otherwise).
 DECLARED_LIMITS = ("policy",) + LIMIT_MODES

@@ -23,7 +23,7 @@ def test_higher_rank_preempts_lower_rank_in_its_own_queue_only_after_preempt_aft
     assert victims == [batch[3].id, batch[2].id]
     assert all(s.get(v).state == PENDING for v in victims)   # requeued, keeping their age
     ev = s.events(workload_id=victims[0], kinds=("preempted",))
-    assert ev and ev[0].data["preemptor"] == train.id
+    assert ev and ev[0].data["preemptor"] == train.id and "higher priority class" in ev[0].reason
 
 
 def test_non_preemptible_work_is_never_a_victim():
@@ -50,6 +50,8 @@ def test_reclaim_takes_borrowed_capacity_back_but_not_below_guarantee():
     assert s.state.tree.usage["b"]["gpu"] == 8          # back at its guarantee, not below
     assert {v.id for v, _ in res.preempted} == {b_jobs[3].id, b_jobs[2].id}   # the youngest two
     assert a3.state == PENDING
+    ev = s.events(workload_id=b_jobs[3].id, kinds=("preempted",))
+    assert "above its guarantee" in ev[0].reason
 
 
 def test_victims_are_chosen_on_one_node_to_keep_the_set_small():
@@ -87,3 +89,27 @@ def test_live_mode_waits_for_victims_to_stop_before_starting_the_preemptor():
     assert {w.id for w in res.admitted} == {a1.id, a2.id}
     kinds = [e.kind for e in s.events(workload_id=b2.id)]
     assert kinds == ["submitted", "admitted", "preempted", "stopped", "requeued"]
+
+
+def test_reclaim_clears_the_node_that_borrowers_can_give_up_not_the_one_that_looks_closest():
+    # One node (1 GPU free, three of b's jobs) looks closest to fitting a 4-GPU job, but b may
+    # lose only 2 before it is back at its guarantee; c may lose 5, all four of its jobs on n1.
+    s = cluster(nodes=3, gpus=4, queues=[{"name": "a", "guaranteed": {"gpu": 6}},
+                                          {"name": "b", "guaranteed": {"gpu": 1}},
+                                          {"name": "c", "guaranteed": {"gpu": 1}}])
+    old_c = [job(s, "c", user="cy", gpus=1, now=0) for _ in range(4)]
+    s.cycle(now=0)
+    [job(s, "a", gpus=1, now=100) for _ in range(2)]
+    s.cycle(now=100)
+    [job(s, "c", user="cy", gpus=1, now=150) for _ in range(2)]
+    s.cycle(now=150)
+    young_b = [job(s, "b", user="bob", gpus=1, now=200) for _ in range(3)]
+    s.cycle(now=200)
+    n1 = old_c[0].placement[0].node
+    assert all(w.placement[0].node == n1 for w in old_c)
+    assert len({w.placement[0].node for w in young_b} - {n1}) == 1
+    owed = job(s, "a", gpus=4, now=300)               # a uses 2 of its 6: owed
+    res = s.cycle(now=900)
+    assert owed.state == ADMITTED and owed.placement[0].node == n1
+    assert {v.id for v, _ in res.preempted} == {w.id for w in old_c}
+    assert s.state.tree.usage["b"]["gpu"] == 3      # b untouched

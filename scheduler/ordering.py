@@ -1,0 +1,58 @@
+"""In what order pending work is considered: the engine's ``order`` (EngineConfig.order).
+
+'priority' (the default): class rank, queues below their guarantee first, fair share in
+steps, Maui's expansion factor, then age. The others ('fifo', 'sjf', and the service orders
+of ``policies``) exist for trace replay. Pure given (state, config, fair share, now).
+"""
+
+from __future__ import annotations
+
+import math
+
+from . import policies
+from .model import Workload
+
+
+def pending_order(st, cfg, fs, now: float) -> list[Workload]:
+    """Pending work in admission order. 'priority': class rank, queues below their
+    guarantee first, fair share (in steps), expansion factor, then age (see EngineConfig.order)."""
+    pending = st.pending.values()
+    if cfg.order == "fifo":
+        return sorted(pending, key=lambda w: w.seq)
+    if cfg.order == "sjf":
+        inf = math.inf
+        return sorted(pending, key=lambda w: (w.time_limit if w.time_limit is not None else inf, w.seq))
+    if cfg.order in policies.SERVICE_ORDERS:
+        return policies.order(pending, cfg.order, cfg.las_thresholds, st.classes, now)
+    cap = st.inventory.capacity
+    specs = st.tree.specs
+    neg_rank = {name: -c.rank for name, c in st.classes.items()}
+    qshare = {q: fs.share(q, cap, specs[q].weight) for q in specs}
+    ushare: dict[tuple[str, str], float] = {}
+    tree = st.tree
+    over = {q: not any(tree.usage[q].get(k, 0) < v for k, v in tree.guaranteed[q].items()) for q in specs}
+
+    def user_share(w: Workload) -> float:
+        u = ushare.get((w.queue, w.user))
+        if u is None:
+            u = ushare[(w.queue, w.user)] = fs.share(w.queue + "/" + w.user, cap, 1.0)
+        return u
+
+    # Queues using less than their guarantee go before the others, so capacity that
+    # frees up is not lent out while an owner waits for it.
+    if not cfg.expansion_order:
+        def key(w: Workload):
+            return (neg_rank[w.priority], over[w.queue], qshare[w.queue], user_share(w), w.seq)
+    else:
+        band, assumed = cfg.fair_share_band, cfg.assumed_limit
+        step = {q: math.floor(v / band) if band > 0 else v for q, v in qshare.items()}
+
+        def key(w: Workload):
+            # policies.expansion, inlined: this runs for every pending workload every cycle.
+            limit = w.time_limit or assumed
+            waited = now - w.submitted_at
+            xf = ((waited if waited > 0 else 0.0) + limit) / limit
+            q = w.queue
+            return (neg_rank[w.priority], over[q], step[q], -xf, qshare[q], user_share(w), w.seq)
+
+    return sorted(pending, key=key)
