@@ -377,17 +377,15 @@ class Engine:
                 v.state = PREEMPTING      # still holds its resources until it has stopped
                 self._leaving.add(v)
         self._admit(w, placement, now, res)
-        if not self._like_for_like(w, victims):
-            self._preempt_fail.clear()   # capacity moved: earlier failures may now succeed
+        swap = all(v.queue == w.queue and v.priority == w.priority for v in victims)
+        if not swap or sum(v.request.get(GPU, 0) * v.workers for v in victims) != w.request.get(GPU, 0) * w.workers:
+            # Capacity moved: what failed to fit may fit now. A swap inside one queue and class
+            # creates no victims or usage for anyone else, so failed preemptions stay failed
+            # for the rest of the cycle (at worst one is tried again in the next cycle).
             self._tail_memo.clear()
+            if not swap:
+                self._preempt_fail.clear()
         return True
-
-    @staticmethod
-    def _like_for_like(w: Workload, victims: list[Workload]) -> bool:
-        """A swap inside one queue and class that frees no more than ``w`` takes: no capacity,
-        usage or candidate appears for anyone else, so the cycle's verdicts still hold."""
-        return all(v.queue == w.queue and v.priority == w.priority for v in victims) and \
-            sum(v.request.get(GPU, 0) * v.workers for v in victims) == w.request.get(GPU, 0) * w.workers
 
     def _requeue_or_end(self, v: Workload) -> None:
         """A victim that has stopped: back in line (keeping its age) or ended."""
