@@ -6,7 +6,8 @@ so jobs run as the launcher's own user (demo mode).
 
 Shown: a job's exit code and last log lines reach the service; a preempted job gets
 SIGTERM, saves to $COMPUTEHUB_CHECKPOINT_DIR, is requeued and resumes from it; a crashed
-inference service is restarted up to the limit; a working directory outside the allowed
+inference service is restarted up to the limit; a teammate's short job preempts a long one of
+the same class (preempt_for_shorter); a working directory outside the allowed
 folders is refused with a reason; a launcher killed with -9 is restarted by the hub and
 adopts the job that still runs and reports the one that ended meanwhile; the hub config
 gives single-user servers' tokens the scopes %submit needs.
@@ -171,6 +172,31 @@ def test_preemption_sigterm_checkpoint_requeue_resume(lhub):
     resumed = [int(x.split()[2]) for x in lines if x.startswith("resumed from ")]
     assert saved and saved[0] > 0, lines
     assert resumed[:2] == [0, saved[0]], lines
+
+
+def test_short_work_preempts_longer_work_of_the_same_team_and_class(lhub):
+    """preempt_for_shorter through the real service and launcher: a batch job declaring a day
+    holds both GPUs of team vision; a teammate's batch job declaring a minute preempts it (same
+    queue, same class: only the rule for shorter work allows it), runs, and the long job resumes
+    from its checkpoint."""
+    hub, work = lhub
+    code = ("import os, signal, sys, time\n"
+            "ck = os.path.join(os.environ['COMPUTEHUB_CHECKPOINT_DIR'], 'step')\n"
+            "step = int(open(ck).read()) if os.path.exists(ck) else 0\n"
+            "def term(*_):\n"
+            "    open(ck, 'w').write(str(step)); sys.exit(0)\n"
+            "signal.signal(signal.SIGTERM, term)\n"
+            "if step: print('resumed', flush=True); sys.exit(0)\n"
+            "while True:\n"
+            "    step += 1; time.sleep(0.05)\n")
+    long_ = submit(hub, "bob", py(code), work, kind="batch", gpus=2, time_limit=86400)
+    wait_for("the long job to run", lambda: state_is(hub, long_["id"], "running"))
+    short = submit(hub, "alice", py("print('short done')"), work, kind="batch", gpus=2, time_limit=60)
+    wait_for("the short job to finish", lambda: state_is(hub, short["id"], "finished"), 90)
+    w = wait_for("the long job to resume and finish", lambda: state_is(hub, long_["id"], "finished"), 90)
+    assert w["preemptions"] >= 1 and w["metadata"].get("preempted_by") == short["id"], w
+    lines = hub.call("GET", f"/workloads/{long_['id']}/logs", hub.tokens["bob"]).json()["lines"]
+    assert "resumed" in lines, lines
 
 
 def test_inference_crash_is_restarted_up_to_the_limit(lhub):
