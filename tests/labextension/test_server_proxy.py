@@ -76,6 +76,10 @@ def cancel_all(hub):
 async def test_my_work_with_position_reason_eta_and_queue_usage(jp_fetch, hub):
     cancel_all(hub)
     busy = submit(hub, "bob", name="bob-big", kind="training", resources={"gpu": 2}, time_limit=1800)
+    # bob's job must hold the queue's GPUs first: submitted into the same cycle, alice's 1-GPU
+    # job would fit beside her service while bob's 2 GPUs do not (a loaded machine did that).
+    r = hub.call("GET", f"/workloads/{busy['id']}?wait=20&state=pending", hub.tokens["bob"])
+    assert r.json()["state"] != "pending", r.text
     mine = submit(hub, "alice", name="alice-train", kind="training", resources={"gpu": 1})
     svc = submit(hub, "alice", name="alice-svc", kind="inference", resources={"gpu": 1})
     try:
