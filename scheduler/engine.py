@@ -55,7 +55,7 @@ class Engine:
         # Within one cycle: preemption keys that found no victims -> the smallest time-left
         # bucket that failed (work with more time left has fewer victims: it fails too).
         self._preempt_fail: dict = {}
-        self._bucketed = self.config.preempt_for_shorter > 1 and self.config.order == "priority"
+        self._swaps = self._swaps_on(self.config)     # preemption for shorter work (preempt_for_shorter)
         self._victims: preemption.VictimIndex | None = None
         self._now = 0.0     # the current cycle's clock, for orders that depend on service received
         self._owed_waiting = False   # within a cycle: owed work was found waiting for capacity
@@ -91,7 +91,7 @@ class Engine:
         if len(self._shapes) > 2 * len(st.pending) + 1000:
             self._shapes = {}
         self._preempt_fail = {}
-        self._bucketed = cfg.preempt_for_shorter > 1 and cfg.order == "priority"
+        self._swaps = self._swaps_on(cfg)
         self._tail_memo: dict = {}
         self._owed_memo: dict = {}
         self._victims = None
@@ -217,6 +217,10 @@ class Engine:
         if blocker.code in (CAPACITY, RESERVED) and self.state.tree.within_guarantee(w.queue, w.total) is None:
             self._owed_waiting = True
 
+    @staticmethod
+    def _swaps_on(cfg: EngineConfig) -> bool:
+        return cfg.preempt_for_shorter > 0 and cfg.order == "priority"
+
     def _shape(self, w: Workload) -> tuple:
         """What placement depends on; workloads of one shape fit or fail alike (cached)."""
         s = self._shapes.get(w.id)
@@ -224,20 +228,19 @@ class Engine:
             r, sel = w.request, w.node_selector
             s = (w.gpu_model, w.workers, r.get(GPU, 0), r.get(CPU, 0), r.get(MEMORY, 0),
                  tuple(sorted(sel.items())) if sel else ())
-            f = self.config.preempt_for_shorter
-            if f > 1 and self.config.order == "priority":
+            if self._swaps:
                 # Which victims it may take depends on its time left. Work whose time left is
                 # within the same power of the factor shares the cycle's per-shape verdicts: a
                 # swap the shared verdict hides waits at most until the next cycle.
                 left = policies.declared_left(w, self._now, self.config.assumed_limit)
-                s += (math.floor(math.log(max(left, 60.0), f)),)
+                s += (math.floor(math.log(max(left, 60.0), self.config.preempt_for_shorter)),)
             self._shapes[w.id] = s
         return s
 
     def _preempt_key(self, w: Workload, cls: PriorityClass) -> tuple[tuple, int]:
         """(what preemption for ``w`` depends on, its time-left bucket or 0)."""
         shape = self._shape(w)
-        if self._bucketed:
+        if self._swaps:
             return (w.queue, cls.rank, shape[:-1]), shape[-1]
         return (w.queue, cls.rank, shape), 0
 
@@ -343,9 +346,9 @@ class Engine:
             cfg = self.config
             cands = policies.candidates(self._victims, w, cls, cfg.order, cfg.las_thresholds, st.classes, now)
         else:
-            f, assumed = self.config.preempt_for_shorter, self.config.assumed_limit
-            longer = f * policies.declared_left(w, now, assumed) if f > 0 and self.config.order == "priority" \
-                else None
+            assumed = self.config.assumed_limit
+            longer = self.config.preempt_for_shorter * policies.declared_left(w, now, assumed) \
+                if self._swaps else None
             cands = preemption.candidates(st, self._victims, w, cls, longer, assumed,
                                           swap_borrowed=not self._owed_waiting)
         if not cands:
@@ -377,7 +380,7 @@ class Engine:
                 v.state = PREEMPTING      # still holds its resources until it has stopped
                 self._leaving.add(v)
         self._admit(w, placement, now, res)
-        swap = all(v.queue == w.queue and v.priority == w.priority for v in victims)
+        swap = all(preemption.is_swap(v, w) for v in victims)
         if not swap or sum(v.request.get(GPU, 0) * v.workers for v in victims) != w.request.get(GPU, 0) * w.workers:
             # Capacity moved: what failed to fit may fit now. A swap inside one queue and class
             # creates no victims or usage for anyone else, so failed preemptions stay failed

@@ -45,27 +45,24 @@ class VictimIndex:
         for lst in self.by_queue.values():
             lst.sort(key=lambda t: t[0])
         self.now = now
-        self._by_left: dict[tuple[str, int], tuple[list[float], list]] = {}
+        self._by_left: dict[tuple[str, int], list[tuple[float, tuple, Workload]]] = {}  # (-left, key, v)
 
     def drop(self, victims: list[Workload]) -> None:
         gone = {v.id for v in victims}
         for q in {v.queue for v in victims}:
             self.by_queue[q] = [t for t in self.by_queue.get(q, []) if t[1].id not in gone]
             for k in [k for k in self._by_left if k[0] == q]:
-                negs, rows = self._by_left[k]
-                keep = [i for i, r in enumerate(rows) if r[2].id not in gone]
-                self._by_left[k] = ([negs[i] for i in keep], [rows[i] for i in keep])
+                self._by_left[k] = [r for r in self._by_left[k] if r[2].id not in gone]
 
     def longer_than(self, queue: str, rank: int, longer: float, assumed: float) -> list[tuple[float, tuple, Workload]]:
         """(time left, key, workload) of ``queue``'s candidates of class ``rank`` whose declared
         time left exceeds ``longer`` seconds, the most left first (sorted once per cycle)."""
-        entry = self._by_left.get((queue, rank))
-        if entry is None:
-            rows = sorted(((-declared_left(v, self.now, assumed), key, v)
-                           for key, v in self.by_queue.get(queue, ()) if key[0] == rank), key=lambda t: t[:2])
-            entry = self._by_left[(queue, rank)] = ([r[0] for r in rows], rows)
-        negs, rows = entry
-        return [(-n, key, v) for n, key, v in rows[:bisect_left(negs, -longer)]]
+        rows = self._by_left.get((queue, rank))
+        if rows is None:
+            rows = self._by_left[(queue, rank)] = sorted(
+                ((-declared_left(v, self.now, assumed), key, v)
+                 for key, v in self.by_queue.get(queue, ()) if key[0] == rank), key=lambda t: t[:2])
+        return [(-n, key, v) for n, key, v in rows[:bisect_left(rows, -longer, key=lambda t: t[0])]]
 
 
 def candidates(state, index: VictimIndex, w: Workload, cls: PriorityClass,
@@ -109,11 +106,16 @@ def _stays_within_guarantee(tree, q: str, add: dict, remove: dict) -> bool:
     return all(u.get(k, 0) - remove.get(k, 0) + n <= g.get(k, 0) for k, n in add.items() if k in gov)
 
 
+def is_swap(victim: Workload, by: Workload) -> bool:
+    """Was ``victim`` chosen by the rule for shorter work (same queue, same class)?"""
+    return victim.queue == by.queue and victim.priority == by.priority
+
+
 def why(victim: Workload, by: Workload) -> str:
     """Why ``victim`` was chosen for ``by``, in words for its owner (candidates' rules)."""
     if victim.queue != by.queue:
         return "its queue was above its guarantee, and borrowed capacity is given back when needed"
-    if victim.priority != by.priority:
+    if not is_swap(victim, by):
         return "work of a higher priority class in its queue needed the capacity"
     return "work of its queue and class that declares much less time left goes first (preempt_for_shorter)"
 
