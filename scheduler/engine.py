@@ -13,15 +13,15 @@ import time as _time
 from dataclasses import dataclass, field
 
 
-from . import backfill, ordering, policies, preemption
+from . import admission, backfill, consolidation, ordering, policies, preemption
 from .backfill import Reservation
-from .blockers import (CAPACITY, GUARANTEE_ONLY, LENDING, NO_BORROW, NO_NODE, QUEUE_LIMIT, RESERVED,
-                       STRICT_ORDER, USER_LIMIT, WAITING_PREEMPTION, Blocker)
+from .blockers import (CAPACITY, GUARANTEE_ONLY, LENDING, NO_BORROW, QUEUE_LIMIT, RESERVED, STRICT_ORDER,
+                       USER_LIMIT, WAITING_PREEMPTION, Blocker)
 from .config import EngineConfig
 from .fairshare import FairShare
 from .leaving import Leaving
-from .model import ADMITTED, PREEMPTED, PREEMPTING, PriorityClass, Workload
-from .resources import CPU, GPU, MEMORY, flavor_key
+from .model import ADMITTED, PENDING, PREEMPTED, PREEMPTING, PriorityClass, Workload
+from .resources import CPU, GPU, MEMORY
 from .state import ClusterState
 
 # Blockers that preempting someone could lift.
@@ -85,6 +85,9 @@ class Engine:
         self._now = now
         self.fairshare.advance(now, st.tree)
         order = self.order()
+        for w in order:      # those that go first (ordering.pending_order) do so for one cycle
+            if not w.metadata.pop("restart_first", None):
+                break
         res = CycleResult(now=now, order=[w.id for w in order])
         self._fail_cache = {True: {}, False: {}}
         self._preempting = cfg.preemption
@@ -263,6 +266,8 @@ class Engine:
         if waits:
             self._nominated.append(w)
             res.blockers[w.id] = Blocker(WAITING_PREEMPTION, need=waits)
+            # Once its victims have stopped it goes first, before they race it for the room.
+            w.metadata["restart_first"] = True
         else:
             res.admitted.append(w)
 
@@ -273,32 +278,7 @@ class Engine:
         return self._quota(w) or self._place(w, reserved)
 
     def _quota(self, w: Workload) -> Blocker | None:
-        """The first quota rule ``w`` would break (limits, guarantee, lending), if any."""
-        st = self.state
-        tree, total = st.tree, w.total
-        hit = tree.over_limit(w.queue, total)
-        if hit:
-            q, k = hit
-            return Blocker(QUEUE_LIMIT, k, q, tree.usage[q].get(k, 0), tree.limit[q][k], total[k])
-        k = tree.over_user_limit(w.queue, w.user, total)
-        if k:
-            lim = tree.specs[w.queue].limit_for_user(w.user)
-            used = tree.user_usage.get((w.queue, w.user), {}).get(k, 0)
-            return Blocker(USER_LIMIT, k, w.queue, used, lim[k], total[k])
-        k = tree.within_guarantee(w.queue, total)
-        if k:
-            cls = st.classes[w.priority]
-            g = tree.guaranteed[w.queue].get(k, 0)
-            used = tree.usage[w.queue].get(k, 0)
-            if not (cls.preemptible and cls.may_borrow):
-                return Blocker(GUARANTEE_ONLY, k, w.queue, used, g, total[k], cls.name)
-            if not tree.specs[w.queue].may_borrow:
-                return Blocker(NO_BORROW, k, w.queue, used, g, total[k])
-        cap = st.inventory.capacity
-        k = tree.lending_blocks(w.queue, total, cap)
-        if k:
-            return Blocker(LENDING, k, w.queue, tree._topsum.get(k, 0), cap.get(k, 0), total[k])
-        return None
+        return admission.quota_blocker(self.state, w)
 
     def _place(self, w: Workload, reserved) -> list | Blocker:
         """A placement for every worker of ``w``, or why there is none (cached per shape)."""
@@ -311,28 +291,9 @@ class Engine:
         placement = st.inventory.place(w, reserved)
         if placement is not None:
             return placement
-        blocker = self._capacity_blocker(w)
+        blocker = admission.capacity_blocker(st.inventory, w)
         cache[shape] = blocker
         return blocker
-
-    def _capacity_blocker(self, w: Workload) -> Blocker:
-        inv = self.state.inventory
-        g = w.request.get(GPU, 0)
-        key = flavor_key(w.gpu_model) if w.gpu_model else GPU
-        if g:
-            what = f"{w.workers} × {g} {w.gpu_model or 'any'} GPU" if w.workers > 1 else \
-                f"{g} × {w.gpu_model or 'any'} GPU"
-        else:
-            key = CPU
-            what = f"{w.request.get(CPU, 0) / 1000:g} cores"
-        fits_ever = any(
-            n.spec.schedulable and n.spec.gpus >= g and n.spec.cpu >= w.request.get(CPU, 0)
-            and n.spec.memory >= w.request.get(MEMORY, 0) and (not w.gpu_model or n.spec.gpu_model == w.gpu_model)
-            and n.matches(w.node_selector)
-            for n in inv.nodes.values())
-        code = CAPACITY if fits_ever else NO_NODE
-        cap = inv.capacity.get(key, 0)
-        return Blocker(code, key, "", cap - inv.free.get(key, 0), cap, g * w.workers, what)
 
     # --- preemption -----------------------------------------------------------
 
@@ -352,8 +313,7 @@ class Engine:
             cands = preemption.candidates(st, self._victims, w, cls, longer, assumed,
                                           swap_borrowed=not self._owed_waiting)
         if not cands:
-            self._note_preempt_failed(w, cls)
-            return False
+            return self._consolidate(w, cls, now, reserved, res)
         saved_cache = self._fail_cache
         self._fail_cache = {True: {}, False: {}}   # capacity changes while victims are tried
 
@@ -365,8 +325,56 @@ class Engine:
         placement, victims = preemption.choose(st, w, cands, attempt, self.config.max_victims_tried)
         if placement is None:
             self._fail_cache = saved_cache
+            return self._consolidate(w, cls, now, reserved, res)
+        self._stop(victims, w, now, res)
+        self._admit(w, placement, now, res)
+        swap = all(preemption.is_swap(v, w) for v in victims)
+        if not swap or sum(v.request.get(GPU, 0) * v.workers for v in victims) != w.request.get(GPU, 0) * w.workers:
+            # Capacity moved: what failed to fit may fit now. A swap inside one queue and class
+            # creates no victims or usage for anyone else, so failed preemptions stay failed
+            # for the rest of the cycle (at worst one is tried again in the next cycle).
+            self._tail_memo.clear()
+            if not swap:
+                self._preempt_fail.clear()
+        return True
+
+    def _consolidate(self, w: Workload, cls: PriorityClass, now: float, reserved, res: CycleResult) -> bool:
+        """Owed one-node work that reclaim could not place: move running work to make room
+        (``consolidation``). Moved work restarts elsewhere at once when preempted work frees
+        its resources at once (replay); otherwise it is requeued when it has stopped, ahead
+        of others as its queue is then below its guarantee."""
+        moves = self.config.consolidation_moves if self.config.order == "priority" else 0
+        if moves <= 0 or w.workers != 1 or self.state.tree.within_guarantee(w.queue, w.total) is not None:
             self._note_preempt_failed(w, cls)
             return False
+
+        def attempt():
+            out = self._place(w, reserved)
+            self._fail_cache = {True: {}, False: {}}
+            return out if isinstance(out, list) else None
+
+        saved_cache, self._fail_cache = self._fail_cache, {True: {}, False: {}}
+        found = consolidation.plan(self.state, self._victims, w, lambda: self._quota(w) is None, attempt,
+                                   moves, reserved)
+        self._fail_cache = saved_cache
+        if found is None:
+            self._note_preempt_failed(w, cls)
+            return False
+        for v, _ in found.moves:
+            v.metadata["moved_for"] = w.id
+        self._stop(found.evict + [v for v, _ in found.moves], w, now, res)
+        self._admit(w, found.placement, now, res)
+        for v, where in found.moves:
+            if v.state == PENDING:          # stopped at once: starts again where the plan put it
+                self._admit(v, where, now, res)
+            else:
+                v.metadata["restart_first"] = True     # once stopped, to the room left for it
+        self._tail_memo.clear()
+        self._preempt_fail.clear()
+        return True
+
+    def _stop(self, victims: list[Workload], w: Workload, now: float, res: CycleResult) -> None:
+        """Preempt ``victims`` for ``w``: released at once (replay) or once they have stopped."""
         self._victims.drop(victims)
         for v in victims:
             res.preempted.append((v, w))
@@ -379,16 +387,6 @@ class Engine:
             else:
                 v.state = PREEMPTING      # still holds its resources until it has stopped
                 self._leaving.add(v)
-        self._admit(w, placement, now, res)
-        swap = all(preemption.is_swap(v, w) for v in victims)
-        if not swap or sum(v.request.get(GPU, 0) * v.workers for v in victims) != w.request.get(GPU, 0) * w.workers:
-            # Capacity moved: what failed to fit may fit now. A swap inside one queue and class
-            # creates no victims or usage for anyone else, so failed preemptions stay failed
-            # for the rest of the cycle (at worst one is tried again in the next cycle).
-            self._tail_memo.clear()
-            if not swap:
-                self._preempt_fail.clear()
-        return True
 
     def _requeue_or_end(self, v: Workload) -> None:
         """A victim that has stopped: back in line (keeping its age) or ended."""

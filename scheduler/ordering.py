@@ -14,8 +14,19 @@ from .model import Workload
 
 
 def pending_order(st, cfg, fs, now: float) -> list[Workload]:
-    """Pending work in admission order. 'priority': class rank, queues below their
-    guarantee first, fair share (in steps), expansion factor, then age (see EngineConfig.order)."""
+    """Pending work in admission order: work whose victims have stopped (it was nominated)
+    and work moved to make room (consolidation) go first, to the room left for them; then
+    by ``cfg.order``."""
+    ordered = _by_policy(st, cfg, fs, now)
+    moved = [w for w in ordered if w.metadata.get("restart_first")]
+    if moved:
+        ordered = moved + [w for w in ordered if not w.metadata.get("restart_first")]
+    return ordered
+
+
+def _by_policy(st, cfg, fs, now: float) -> list[Workload]:
+    """'priority': class rank, queues below their guarantee first, fair share (in steps),
+    expansion factor, then age (see EngineConfig.order)."""
     pending = st.pending.values()
     if cfg.order == "fifo":
         return sorted(pending, key=lambda w: w.seq)

@@ -113,6 +113,9 @@ def is_swap(victim: Workload, by: Workload) -> bool:
 
 def why(victim: Workload, by: Workload) -> str:
     """Why ``victim`` was chosen for ``by``, in words for its owner (candidates' rules)."""
+    if victim.metadata.get("moved_for") == by.id:
+        return ("moved to another node to make room on this one for work its team is owed "
+                "(consolidation); it restarts from its checkpoint")
     if victim.queue != by.queue:
         return "its queue was above its guarantee, and borrowed capacity is given back when needed"
     if not is_swap(victim, by):

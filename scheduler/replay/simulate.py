@@ -66,12 +66,13 @@ POLICIES: dict[str, Policy] = {p.name: p for p in (
            "below their guarantee first, fair share (1-day half-life) in steps, then Maui's expansion "
            "factor (wait + declared limit) / declared limit; EASY backfill on declared limits "
            "(estimates); reclaim by preemption; preempts work of the same team and rank that declares "
-           "8× more time left",
+           "8× more time left; moves up to 2 running jobs to clear a node for owed work",
            _cfg(backfill="reserve", preemption=True, order="priority"), True, "estimate"),
     Policy("default-age", "ComputeHub's default until 2026-12: as default, but fair share with a "
-           "7-day half-life and then age (no expansion factor), no preemption for shorter work",
+           "7-day half-life and then age (no expansion factor), no preemption for shorter work, "
+           "no consolidation",
            _cfg(backfill="reserve", preemption=True, order="priority", expansion_order=False,
-                half_life=7 * 86400.0, preempt_for_shorter=0.0), True, "estimate"),
+                half_life=7 * 86400.0, preempt_for_shorter=0.0, consolidation_moves=0), True, "estimate"),
 )}
 # 'policy': each policy's own (oracle for sjf/srtf, estimates for default, none otherwise).
 DECLARED_LIMITS = ("policy",) + LIMIT_MODES
