@@ -74,9 +74,10 @@ class EngineConfig(Configurable):
         help="""'priority' order only: the most running workloads moved to other nodes to make
         room for one workload its team is owed (one node, within its queue's guarantee) when
         reclaim alone cannot: the free and borrowed GPUs are scattered over nodes that also
-        run work of teams at or below their guarantee. A move preempts preemptible one-worker work that has run
-        its class's preempt_after and fits elsewhere now; it restarts from its checkpoint
-        and its queue's usage does not change. 0 = never move work.""")
+        run work of teams at or below their guarantee. A move preempts preemptible one-worker
+        work of a class that requeues, that has run its class's preempt_after and fits
+        elsewhere now; it restarts from its checkpoint and its queue's usage does not
+        change. 0 = never move work.""")
     max_victims_tried = Integer(
         256, config=True,
         help="The most preemption candidates considered for one pending workload per cycle.")

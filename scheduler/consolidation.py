@@ -9,8 +9,8 @@ picks one node and makes room there with
 * the free GPUs it has,
 * reclaim victims on it (borrowed capacity, exactly as reclaim may take it), and
 * at most ``EngineConfig.consolidation_moves`` workloads *moved*: preemptible one-worker
-  work that has run its class's ``preempt_after`` and fits elsewhere right now, with the
-  owed job placed. A move is a restart from the last checkpoint, and its queue's usage is
+  work of a class that requeues, that has run its class's ``preempt_after`` and fits
+  elsewhere right now, with the owed job placed. A move is a restart from the last checkpoint, and its queue's usage is
   the same after it, so no guarantee or fair share changes.
 
 Among the nodes that work, the one moving the fewest GPUs (then fewest workloads) wins.
@@ -52,7 +52,7 @@ def plan(state, index, w: Workload, quota_ok, attempt, max_moves: int, reserved)
         n = state.inventory.nodes[name]
         if not _usable(n, w):
             continue
-        found = _room_on(n, name, holders, w, own_chain, tree, spare, max_moves)
+        found = _room_on(n, name, holders, w, own_chain, tree, spare, max_moves, state.classes)
         if found is not None:
             options.append(found)
     options.sort(key=lambda o: o[0])
@@ -70,7 +70,8 @@ def _usable(n, w: Workload) -> bool:
         and not (w.node_selector and not n.matches(w.node_selector))
 
 
-def _room_on(n, name: str, holders: list[Workload], w: Workload, own_chain, tree, spare, max_moves):
+def _room_on(n, name: str, holders: list[Workload], w: Workload, own_chain, tree, spare, max_moves,
+             classes):
     """(score, evict, move) that frees enough of node ``name`` for ``w``, or None."""
     need = (w.request.get(GPU, 0), w.request.get(CPU, 0), w.request.get(MEMORY, 0))
     free = [len(n.free_gpus), n.free_cpu, n.free_memory]
@@ -90,7 +91,7 @@ def _room_on(n, name: str, holders: list[Workload], w: Workload, own_chain, tree
                 and spare[v.queue] - taken.get(v.queue, 0) > 0:
             taken[v.queue] = taken.get(v.queue, 0) + v.request.get(GPU, 0) * v.workers
             evict.append(v)
-        elif v.workers == 1:
+        elif v.workers == 1 and classes[v.priority].requeue:     # a move must not end it
             movable.append(v)
     # Fewest moves: the largest first, then give back whatever turns out unnecessary.
     movable.sort(key=lambda v: (-gives(v)[0], v.seq))

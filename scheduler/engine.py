@@ -59,12 +59,15 @@ class Engine:
         self._victims: preemption.VictimIndex | None = None
         self._now = 0.0     # the current cycle's clock, for orders that depend on service received
         self._owed_waiting = False   # within a cycle: owed work was found waiting for capacity
+        # Workload ids that go first in the next cycle they are pending in: nominated work and
+        # work moved to make room for it (in memory: after a restart the usual order applies).
+        self._first: set[str] = set()
 
     # --- ordering -------------------------------------------------------------
 
     def order(self) -> list[Workload]:
         """Pending work in admission order (see ``ordering.pending_order``)."""
-        return ordering.pending_order(self.state, self.config, self.fairshare, self._now)
+        return ordering.pending_order(self.state, self.config, self.fairshare, self._now, self._first)
 
     # --- one cycle ------------------------------------------------------------
 
@@ -85,9 +88,8 @@ class Engine:
         self._now = now
         self.fairshare.advance(now, st.tree)
         order = self.order()
-        for w in order:      # those that go first (ordering.pending_order) do so for one cycle
-            if not w.metadata.pop("restart_first", None):
-                break
+        if self._first:      # they go first for one cycle (and ended work is forgotten)
+            self._first.difference_update([i for i in self._first if i in st.pending or i not in st.workloads])
         res = CycleResult(now=now, order=[w.id for w in order])
         self._fail_cache = {True: {}, False: {}}
         self._preempting = cfg.preemption
@@ -267,7 +269,7 @@ class Engine:
             self._nominated.append(w)
             res.blockers[w.id] = Blocker(WAITING_PREEMPTION, need=waits)
             # Once its victims have stopped it goes first, before they race it for the room.
-            w.metadata["restart_first"] = True
+            self._first.add(w.id)
         else:
             res.admitted.append(w)
 
@@ -341,8 +343,8 @@ class Engine:
     def _consolidate(self, w: Workload, cls: PriorityClass, now: float, reserved, res: CycleResult) -> bool:
         """Owed one-node work that reclaim could not place: move running work to make room
         (``consolidation``). Moved work restarts elsewhere at once when preempted work frees
-        its resources at once (replay); otherwise it is requeued when it has stopped, ahead
-        of others as its queue is then below its guarantee."""
+        its resources at once (replay); otherwise it is requeued when it has stopped and
+        then goes first (``_first``)."""
         moves = self.config.consolidation_moves if self.config.order == "priority" else 0
         if moves <= 0 or w.workers != 1 or self.state.tree.within_guarantee(w.queue, w.total) is not None:
             self._note_preempt_failed(w, cls)
@@ -368,7 +370,7 @@ class Engine:
             if v.state == PENDING:          # stopped at once: starts again where the plan put it
                 self._admit(v, where, now, res)
             else:
-                v.metadata["restart_first"] = True     # once stopped, to the room left for it
+                self._first.add(v.id)     # once stopped, to the room left for it
         self._tail_memo.clear()
         self._preempt_fail.clear()
         return True

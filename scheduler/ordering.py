@@ -13,14 +13,15 @@ from . import policies
 from .model import Workload
 
 
-def pending_order(st, cfg, fs, now: float) -> list[Workload]:
-    """Pending work in admission order: work whose victims have stopped (it was nominated)
-    and work moved to make room (consolidation) go first, to the room left for them; then
-    by ``cfg.order``."""
+def pending_order(st, cfg, fs, now: float, first=()) -> list[Workload]:
+    """Pending work in admission order: the ids in ``first`` (work whose victims have
+    stopped, and work moved to make room for it) go first, oldest first, to the room left
+    for them; then by ``cfg.order``."""
     ordered = _by_policy(st, cfg, fs, now)
-    moved = [w for w in ordered if w.metadata.get("restart_first")]
-    if moved:
-        ordered = moved + [w for w in ordered if not w.metadata.get("restart_first")]
+    front = sorted((st.pending[i] for i in first if i in st.pending), key=lambda w: w.seq)
+    if front:
+        ids = {w.id for w in front}
+        ordered = front + [w for w in ordered if w.id not in ids]
     return ordered
 
 

@@ -12,11 +12,13 @@ QUEUES = [{"name": "a", "guaranteed": {"gpu": 8}}, {"name": "b", "guaranteed": {
           {"name": "c", "guaranteed": {"gpu": 4}}]
 
 
-def fragmented(release=True, cores=None, **cfg):
+def fragmented(release=True, cores=None, requeue=True, **cfg):
     """n0: b's 4 GPUs + one 2-GPU job of c + 2 free; n1: three 2-GPU jobs of c + 2 free.
     c borrows 4 (8 of its 4). No node can be cleared for 8 GPUs by reclaim alone: c may give
     back only 4, and b is at its guarantee."""
     s = cluster(nodes=2, gpus=8, queues=QUEUES, release=release, **cfg)
+    if not requeue:      # training as it is, except that a preempted job ends
+        s.put_class({**s.state.classes["training"].to_dict(), "requeue": False}, now=0)
     cpu = {"resources": {"gpu": 2, "cpu": cores}} if cores else {}
     b1 = job(s, "b", user="bob", gpus=4, now=0, **({"resources": {"gpu": 4, "cpu": cores}} if cores else {}))
     c1 = job(s, "c", user="cy", gpus=2, now=0, **cpu)
@@ -60,6 +62,14 @@ def test_nothing_is_moved_when_it_would_not_fit_elsewhere():
     # free but 4 cores, so a job
     # moved off n1 would have nowhere to go, and b's job on n0 does not fit on n1 (2 GPUs).
     s, b1, c1, cs = fragmented(cores=30)
+    owed = job(s, "a", gpus=8, now=100)
+    res = s.cycle(now=1000)
+    assert owed.state == PENDING and res.preempted == []
+    assert all(w.state == ADMITTED for w in cs)
+
+
+def test_work_whose_class_does_not_requeue_is_never_moved():
+    s, b1, c1, cs = fragmented(requeue=False)        # a move would end it
     owed = job(s, "a", gpus=8, now=100)
     res = s.cycle(now=1000)
     assert owed.state == PENDING and res.preempted == []
