@@ -45,11 +45,12 @@ c.LauncherApp.max_restarts = 2
 """
 
 
-def launcher_hub(tmp: Path) -> tuple[RealHub, Path]:
-    """A hub with the managed launcher; notebook servers (no GPU) get homes under work/."""
+def launcher_hub(tmp: Path, extra_service_config: str = "") -> tuple[RealHub, Path]:
+    """A hub with the managed launcher; notebook servers (no GPU) get homes under work/.
+    ``extra_service_config`` comes after SERVICE (later settings win)."""
     work = tmp / "work"
     work.mkdir()
-    hub = RealHub(tmp, extra_service_config=SERVICE.replace("ROOT", repr(str(work))),
+    hub = RealHub(tmp, extra_service_config=SERVICE.replace("ROOT", repr(str(work))) + extra_service_config,
                   configure_kwargs="launcher=True")
     hub.spawner_config = f"""
 c.JupyterHub.spawner_class = "spawner.local.QueuedSimpleLocalProcessSpawner"
