@@ -22,6 +22,7 @@ NO_BORROW = "no_borrow"
 LENDING = "lending"
 STRICT_ORDER = "strict_order"
 WAITING_PREEMPTION = "waiting_preemption"
+MADE_ROOM = "made_room"
 
 
 @dataclass(slots=True)
@@ -55,6 +56,9 @@ class Blocker:
         if self.code == LENDING:
             return (f"needs {amt(self.need)} {what} beyond what is free to borrow: other queues keep "
                     f"their guaranteed share unlent ({amt(self.used)}/{amt(self.cap)} in use or kept)")
+        if self.code == MADE_ROOM:
+            return (f"stopped to give back capacity {self.queue} is owed; it starts again once "
+                    f"{self.queue} workload {self.other} has started")
         if self.code == CAPACITY:
             return (f"needs {self.other}; no node has that free now "
                     f"(cluster uses {amt(self.used)}/{amt(self.cap)} {what})")

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 from . import admission, backfill, consolidation, ordering, policies, preemption
 from .backfill import Reservation
-from .blockers import (CAPACITY, GUARANTEE_ONLY, LENDING, NO_BORROW, QUEUE_LIMIT, RESERVED, STRICT_ORDER,
-                       USER_LIMIT, WAITING_PREEMPTION, Blocker)
+from .blockers import (CAPACITY, GUARANTEE_ONLY, LENDING, MADE_ROOM, NO_BORROW, QUEUE_LIMIT, RESERVED,
+                       STRICT_ORDER, USER_LIMIT, WAITING_PREEMPTION, Blocker)
 from .config import EngineConfig
 from .fairshare import FairShare
 from .leaving import Leaving
@@ -55,13 +55,16 @@ class Engine:
         # Within one cycle: preemption keys that found no victims -> the smallest time-left
         # bucket that failed (work with more time left has fewer victims: it fails too).
         self._preempt_fail: dict = {}
-        self._swaps = self._swaps_on(self.config)     # preemption for shorter work (preempt_for_shorter)
+        self._swaps = False     # each cycle: is preemption for shorter work (preempt_for_shorter) on?
         self._victims: preemption.VictimIndex | None = None
         self._now = 0.0     # the current cycle's clock, for orders that depend on service received
         self._owed_waiting = False   # within a cycle: owed work was found waiting for capacity
         # Workload ids that go first in the next cycle they are pending in: nominated work and
         # work moved to make room for it (in memory: after a restart the usual order applies).
         self._first: set[str] = set()
+        # Reclaim victims of a consolidation (live mode) -> the owed workload: they wait until it
+        # has started, so that they do not take the room planned for the work moved for it.
+        self._behind: dict[str, str] = {}
 
     # --- ordering -------------------------------------------------------------
 
@@ -90,13 +93,15 @@ class Engine:
         order = self.order()
         if self._first:      # they go first for one cycle (and ended work is forgotten)
             self._first.difference_update([i for i in self._first if i in st.pending or i not in st.workloads])
+        if self._behind:
+            self._behind = {v: o for v, o in self._behind.items() if o in st.pending and v in st.workloads}
         res = CycleResult(now=now, order=[w.id for w in order])
         self._fail_cache = {True: {}, False: {}}
         self._preempting = cfg.preemption
         if len(self._shapes) > 2 * len(st.pending) + 1000:
             self._shapes = {}
         self._preempt_fail = {}
-        self._swaps = self._swaps_on(cfg)
+        self._swaps = cfg.preempt_for_shorter > 0 and cfg.order == "priority"
         self._tail_memo: dict = {}
         self._owed_memo: dict = {}
         self._victims = None
@@ -136,9 +141,14 @@ class Engine:
         # verdict, so what it looks up on the way is bound to locals here.
         classes, blockers, shapes, shape_of = st.classes, res.blockers, self._shapes, self._shape
         owed_memo, tail_memo, within = self._owed_memo, self._tail_memo, st.tree.within_guarantee
+        behind = self._behind
         for w in order:
             if strict is not None:
                 blockers[w.id] = Blocker(STRICT_ORDER, other=strict.id)
+                continue
+            if behind and w.id in behind:
+                owed = st.workloads[behind[w.id]]
+                blockers[w.id] = Blocker(MADE_ROOM, queue=owed.queue, other=owed.id)
                 continue
             cls = classes[w.priority]
             shape = shapes.get(w.id) or shape_of(w)
@@ -221,10 +231,6 @@ class Engine:
         reclaimable borrowed work for fresh work (see preemption.candidates)."""
         if blocker.code in (CAPACITY, RESERVED) and self.state.tree.within_guarantee(w.queue, w.total) is None:
             self._owed_waiting = True
-
-    @staticmethod
-    def _swaps_on(cfg: EngineConfig) -> bool:
-        return cfg.preempt_for_shorter > 0 and cfg.order == "priority"
 
     def _shape(self, w: Workload) -> tuple:
         """What placement depends on; workloads of one shape fit or fail alike (cached)."""
@@ -318,12 +324,7 @@ class Engine:
             return self._consolidate(w, cls, now, reserved, res)
         saved_cache = self._fail_cache
         self._fail_cache = {True: {}, False: {}}   # capacity changes while victims are tried
-
-        def attempt():
-            out = self._try(w, now, reserved)
-            self._fail_cache = {True: {}, False: {}}
-            return out if isinstance(out, list) else None
-
+        attempt = self._attempt(lambda: self._try(w, now, reserved))
         placement, victims = preemption.choose(st, w, cands, attempt, self.config.max_victims_tried)
         if placement is None:
             self._fail_cache = saved_cache
@@ -349,15 +350,9 @@ class Engine:
         if moves <= 0 or w.workers != 1 or self.state.tree.within_guarantee(w.queue, w.total) is not None:
             self._note_preempt_failed(w, cls)
             return False
-
-        def attempt():
-            out = self._place(w, reserved)
-            self._fail_cache = {True: {}, False: {}}
-            return out if isinstance(out, list) else None
-
         saved_cache, self._fail_cache = self._fail_cache, {True: {}, False: {}}
-        found = consolidation.plan(self.state, self._victims, w, lambda: self._quota(w) is None, attempt,
-                                   moves, reserved)
+        found = consolidation.plan(self.state, self._victims, w, lambda: self._quota(w) is None,
+                                   self._attempt(lambda: self._place(w, reserved)), moves, reserved)
         self._fail_cache = saved_cache
         if found is None:
             self._note_preempt_failed(w, cls)
@@ -371,9 +366,20 @@ class Engine:
                 self._admit(v, where, now, res)
             else:
                 self._first.add(v.id)     # once stopped, to the room left for it
+        if not self.config.release_on_preempt:
+            self._behind.update((v.id, w.id) for v in found.evict)
         self._tail_memo.clear()
         self._preempt_fail.clear()
         return True
+
+    def _attempt(self, try_once):
+        """``try_once`` as preemption tries it: a placement or None, on a fresh failure cache
+        each time (capacity changes while victims are tried)."""
+        def attempt():
+            out = try_once()
+            self._fail_cache = {True: {}, False: {}}
+            return out if isinstance(out, list) else None
+        return attempt
 
     def _stop(self, victims: list[Workload], w: Workload, now: float, res: CycleResult) -> None:
         """Preempt ``victims`` for ``w``: released at once (replay) or once they have stopped."""
@@ -384,16 +390,10 @@ class Engine:
             v.metadata["preempted_by"] = w.id
             policies.charge(v, now)
         for v in victims:
-            if self.config.release_on_preempt:
-                self._requeue_or_end(v)
-            else:
+            if not self.config.release_on_preempt:
                 v.state = PREEMPTING      # still holds its resources until it has stopped
                 self._leaving.add(v)
-
-    def _requeue_or_end(self, v: Workload) -> None:
-        """A victim that has stopped: back in line (keeping its age) or ended."""
-        cls = self.state.classes.get(v.priority)
-        if cls is not None and cls.requeue:
-            self.state.requeue(v)
-        else:
-            v.state = PREEMPTED
+            elif (c := self.state.classes.get(v.priority)) is not None and c.requeue:
+                self.state.requeue(v)     # back in line, keeping its age
+            else:
+                v.state = PREEMPTED

@@ -1,6 +1,8 @@
 """Consolidation: running work is moved to another node so that work its team is owed can
 start when reclaim alone cannot (the free and borrowed GPUs are scattered over nodes)."""
 
+import itertools
+
 import pytest
 from sched_helpers import cluster, job
 
@@ -92,19 +94,31 @@ def test_work_that_only_borrows_is_not_consolidated_for():
     assert big.state == PENDING and res.preempted == []
 
 
-def test_live_mode_moves_by_stopping_and_the_moved_work_comes_back_first():
+@pytest.mark.parametrize("stop_order", list(itertools.permutations(range(3))))
+def test_live_mode_moves_by_stopping_and_the_moved_work_comes_back_first(stop_order):
     s, b1, c1, cs = fragmented(release=False)
     owed = job(s, "a", gpus=8, now=100)
     res = s.cycle(now=1000)
     stopping = [v for v, _ in res.preempted]
     assert {v.id for v in stopping} == {w.id for w in cs} and all(v.state == PREEMPTING for v in stopping)
     assert owed.state == PENDING and res.blockers[owed.id].code == "waiting_preemption"
-    for v in stopping:
-        s.mark_stopped(v.id, now=1005)
-    res = s.cycle(now=1006)
+    # Whichever stops first, the reclaimed jobs wait for the owed one, so that they do not
+    # take the room planned for the moved one (n0's 2 free GPUs).
+    t = 1001
+    for k in stop_order:
+        s.mark_stopped(stopping[k].id, now=t)
+        res = s.cycle(now=t + 1)
+        t += 2
+        for v in stopping:
+            if v.state == PENDING and not v.metadata.get("moved_for"):
+                assert res.blockers[v.id].code == "made_room"
+                assert f"once a workload {owed.id} has started" in res.blockers[v.id].text()
     assert owed.state == ADMITTED and owed.placement[0].node == "n1"
     moved = [w for w in cs if w.metadata.get("moved_for") == owed.id]
     assert len(moved) == 1 and moved[0].state == ADMITTED and moved[0].placement[0].node == "n0"
+    assert sorted(w.state for w in cs) == [ADMITTED, PENDING, PENDING]
+    res = s.cycle(now=t)
+    assert not any(b.code == "made_room" for b in res.blockers.values())   # released once it started
 
 
 @pytest.mark.parametrize("bad", [-1, "two"])

@@ -15,6 +15,7 @@ gives single-user servers' tokens the scopes %submit needs.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -81,9 +82,10 @@ def kill_jobs(hub: RealHub) -> None:
                 pass
 
 
-@pytest.fixture(scope="module")
-def lhub(tmp_path_factory):
-    hub, work = launcher_hub(tmp_path_factory.mktemp("lhub"))
+@contextlib.contextmanager
+def running_launcher_hub(tmp: Path, extra_service_config: str = ""):
+    """``launcher_hub`` started, its launcher up; stopped with every job it ran."""
+    hub, work = launcher_hub(tmp, extra_service_config)
     try:
         hub.start()
         wait_for("the launcher", lambda: launcher_pids(hub), 60)
@@ -91,6 +93,12 @@ def lhub(tmp_path_factory):
     finally:
         hub.stop()
         kill_jobs(hub)
+
+
+@pytest.fixture(scope="module")
+def lhub(tmp_path_factory):
+    with running_launcher_hub(tmp_path_factory.mktemp("lhub")) as hw:
+        yield hw
 
 
 def wait_for(what, fn, timeout=60.0, every=0.2):

@@ -4,7 +4,7 @@ local launcher. Jobs are local processes; the two 8-GPU nodes are the service's 
 tests/scheduler/test_consolidation.py, through the REST API and real processes."""
 
 import pytest
-from test_launcher_app import get, kill_jobs, launcher_hub, launcher_pids, py, state_is, submit, wait_for
+from test_launcher_app import get, py, running_launcher_hub, state_is, submit, wait_for
 
 NODES_AND_QUEUES = """
 c.ComputeHubService.nodes = [
@@ -33,14 +33,8 @@ UNTIL_STOPPED = ("import os, signal, sys, time\n"
 
 @pytest.fixture(scope="module")
 def chub(tmp_path_factory):
-    hub, work = launcher_hub(tmp_path_factory.mktemp("chub"), NODES_AND_QUEUES)
-    try:
-        hub.start()
-        wait_for("the launcher", lambda: launcher_pids(hub), 60)
-        yield hub, work
-    finally:
-        hub.stop()
-        kill_jobs(hub)
+    with running_launcher_hub(tmp_path_factory.mktemp("chub"), NODES_AND_QUEUES) as hw:
+        yield hw
 
 
 def node_of(hub, wid):
