@@ -10,8 +10,9 @@ picks one node and makes room there with
 * reclaim victims on it (borrowed capacity, exactly as reclaim may take it), and
 * at most ``EngineConfig.consolidation_moves`` workloads *moved*: preemptible one-worker
   work of a class that requeues, that has run its class's ``preempt_after`` and fits
-  elsewhere right now, with the owed job placed. A move is a restart from the last checkpoint, and its queue's usage is
-  the same after it, so no guarantee or fair share changes.
+  elsewhere right now, with the owed job placed. A move is a restart from the last
+  checkpoint, and its queue's usage is the same after it, so no guarantee or fair share
+  changes.
 
 Among the nodes that work, the one moving the fewest GPUs (then fewest workloads) wins.
 Nothing is changed here; ``plan`` returns what to do.
@@ -22,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .model import Workload
+from .preemption import usable
 from .resources import CPU, GPU, MEMORY
 
 
@@ -50,7 +52,7 @@ def plan(state, index, w: Workload, quota_ok, attempt, max_moves: int, reserved)
     options = []
     for name, holders in on_node.items():
         n = state.inventory.nodes[name]
-        if not _usable(n, w):
+        if not usable(n, w) or n.spec.gpus < w.request.get(GPU, 0):
             continue
         found = _room_on(n, name, holders, w, own_chain, tree, spare, max_moves, state.classes)
         if found is not None:
@@ -61,13 +63,6 @@ def plan(state, index, w: Workload, quota_ok, attempt, max_moves: int, reserved)
         if done is not None:
             return done
     return None
-
-
-def _usable(n, w: Workload) -> bool:
-    spec = n.spec
-    return spec.schedulable and spec.gpus >= w.request.get(GPU, 0) \
-        and not (w.gpu_model and spec.gpu_model != w.gpu_model) \
-        and not (w.node_selector and not n.matches(w.node_selector))
 
 
 def _room_on(n, name: str, holders: list[Workload], w: Workload, own_chain, tree, spare, max_moves,

@@ -165,7 +165,8 @@ def _could_fit(state, w: Workload, cands: list[Workload]) -> bool:
     return missing <= 0
 
 
-def _usable(n, w: Workload) -> bool:
+def usable(n, w: Workload) -> bool:
+    """May ``w`` run on node ``n`` at all (schedulable, its GPU model, its node selector)?"""
     spec = n.spec
     return spec.schedulable and not (w.gpu_model and spec.gpu_model != w.gpu_model) \
         and not (w.node_selector and not n.matches(w.node_selector))
@@ -185,7 +186,7 @@ def _best_node_group(state, w: Workload, cands: list[Workload]) -> list[Workload
                 continue
             seen.add(a.node)
             n = inv.nodes[a.node]
-            if not _usable(n, w):
+            if not usable(n, w):
                 continue
             per = sum(1 for b in v.placement if b.node == a.node)
             if len(n.free_gpus) >= g and n.free_cpu >= cpu and n.free_memory >= mem:
@@ -209,7 +210,7 @@ def _best_node_group(state, w: Workload, cands: list[Workload]) -> list[Workload
     best = None
     for name, grp in groups.items():
         n = inv.nodes[name]
-        if not _usable(n, w):
+        if not usable(n, w):
             continue
         fg, fc, fm = len(n.free_gpus), n.free_cpu, n.free_memory
         chosen = []
