@@ -229,7 +229,13 @@ class Engine:
         """Remember, for the rest of the cycle, that work its queue is owed (it fits in the
         queue's guarantee) waits for capacity: queues that borrow then stop swapping their
         reclaimable borrowed work for fresh work (see preemption.candidates)."""
-        if blocker.code in (CAPACITY, RESERVED) and self.state.tree.within_guarantee(w.queue, w.total) is None:
+        if blocker.code not in (CAPACITY, RESERVED):
+            return
+        okey = (w.queue, self._shapes.get(w.id) or self._shape(w))     # the walk's memo: one lookup per shape
+        owed = self._owed_memo.get(okey, _UNKNOWN)
+        if owed is _UNKNOWN:
+            owed = self._owed_memo[okey] = self.state.tree.within_guarantee(w.queue, w.total)
+        if owed is None:
             self._owed_waiting = True
 
     def _shape(self, w: Workload) -> tuple:
