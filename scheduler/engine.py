@@ -168,9 +168,9 @@ class Engine:
             if settled:
                 failed = tail_memo.get((w.queue, cls.rank, shape, use_reserved))
                 if failed is not None:
+                    # Noted (_note_blocked) when the verdict was remembered; until a preemption
+                    # empties the memo its queue's usage has only grown: not owed then, not now.
                     blockers[w.id] = failed
-                    if not self._owed_waiting:
-                        self._note_blocked(w, failed)
                     continue
                 if self._known_to_fail(w, cls, shape, rsv, res):
                     continue

@@ -38,33 +38,41 @@ def _by_policy(st, cfg, fs, now: float) -> list[Workload]:
         return policies.order(pending, cfg.order, cfg.las_thresholds, st.classes, now)
     cap = st.inventory.capacity
     specs = st.tree.specs
-    neg_rank = {name: -c.rank for name, c in st.classes.items()}
-    qshare = {q: fs.share(q, cap, specs[q].weight) for q in specs}
-    ushare: dict[tuple[str, str], float] = {}
     tree = st.tree
-    over = {q: not any(tree.usage[q].get(k, 0) < v for k, v in tree.guaranteed[q].items()) for q in specs}
-
-    def user_share(w: Workload) -> float:
-        u = ushare.get((w.queue, w.user))
-        if u is None:
-            u = ushare[(w.queue, w.user)] = fs.share(w.queue + "/" + w.user, cap, 1.0)
-        return u
-
+    qshare = {q: fs.share(q, cap, specs[q].weight) for q in specs}
     # Queues using less than their guarantee go before the others, so capacity that
     # frees up is not lent out while an owner waits for it.
+    over = {q: not any(tree.usage[q].get(k, 0) < v for k, v in tree.guaranteed[q].items()) for q in specs}
+    if cfg.expansion_order:
+        band = cfg.fair_share_band
+        step = {q: math.floor(v / band) if band > 0 else v for q, v in qshare.items()}
+    else:
+        step = qshare
+    # The key's leading part (class rank, over guarantee, fair-share step) as one tuple per
+    # queue and class, shared: sorting compares equal leads by identity, in one step (this
+    # sort runs over every pending workload every cycle).
+    lead = {q: {name: (-c.rank, over[q], step[q]) for name, c in st.classes.items()} for q in specs}
+    ushare: dict[str, dict[str, float]] = {q: {} for q in specs}
+
+    def user_share(q: str, user: str) -> float:
+        u = ushare[q][user] = fs.share(q + "/" + user, cap, 1.0)
+        return u
+
     if not cfg.expansion_order:
         def key(w: Workload):
-            return (neg_rank[w.priority], over[w.queue], qshare[w.queue], user_share(w), w.seq)
+            q = w.queue
+            u = ushare[q].get(w.user)
+            return (lead[q][w.priority], u if u is not None else user_share(q, w.user), w.seq)
     else:
-        band, assumed = cfg.fair_share_band, cfg.assumed_limit
-        step = {q: math.floor(v / band) if band > 0 else v for q, v in qshare.items()}
+        assumed = cfg.assumed_limit
 
         def key(w: Workload):
-            # policies.expansion, inlined: this runs for every pending workload every cycle.
+            # policies.expansion, inlined.
             limit = w.time_limit or assumed
             waited = now - w.submitted_at
             xf = ((waited if waited > 0 else 0.0) + limit) / limit
             q = w.queue
-            return (neg_rank[w.priority], over[q], step[q], -xf, qshare[q], user_share(w), w.seq)
+            u = ushare[q].get(w.user)
+            return (lead[q][w.priority], -xf, qshare[q], u if u is not None else user_share(q, w.user), w.seq)
 
     return sorted(pending, key=key)
