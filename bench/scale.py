@@ -205,7 +205,7 @@ def main(argv=None) -> int:
             nlogn = (b["pending"] * math.log(b["pending"])) / (a["pending"] * math.log(a["pending"]))
             got = b["median_ms"] / a["median_ms"]
             print(f"  {n:>5} nodes: {b['pending']:>6} vs {a['pending']:>6} pending: ×{got:.2f} "
-                  f"(n·log n: ×{nlogn:.2f}) {'ok' if got <= nlogn * 1.1 else 'FASTER THAN n·log n'}")
+                  f"(n·log n: ×{nlogn:.2f}) {'ok' if got <= nlogn * 1.1 else 'GROWS FASTER THAN n·log n'}")
         e = exponent(rs)
         if e is not None:
             print(f"  {n:>5} nodes: fitted exponent {e:.2f} (cycle time ∝ pending^{e:.2f})")

@@ -20,6 +20,7 @@ Nothing is changed here; ``plan`` returns what to do.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .model import Workload
@@ -50,31 +51,68 @@ def plan(state, index, w: Workload, quota_ok, attempt, max_moves: int, reserved)
     own_chain = tree.chain[w.queue]
     spare = {q: tree.usage[q].get(GPU, 0) - tree.guaranteed[q].get(GPU, 0) for q in tree.guaranteed}
     options = []
+    need_gpus = w.request.get(GPU, 0)
+    room_elsewhere = _most_free_elsewhere(state.inventory)
     for name, holders in on_node.items():
         n = state.inventory.nodes[name]
-        if not usable(n, w) or n.spec.gpus < w.request.get(GPU, 0):
+        held = sum(len(a.gpus) for v in holders for a in v.placement if a.node == name)
+        if not usable(n, w) or n.spec.gpus < need_gpus or len(n.free_gpus) + held < need_gpus:
             continue
-        found = _room_on(n, name, holders, w, own_chain, tree, spare, max_moves, state.classes)
+        # The most GPUs a moved workload could find: on another node now, or what is left here
+        # with everything here stopped and w placed (unknown if stopping a gang frees other nodes).
+        room = math.inf if any(len(v.placement) > 1 for v in holders) else \
+            max(room_elsewhere(name), len(n.free_gpus) + held - need_gpus)
+        found = _room_on(n, name, holders, w, own_chain, tree, spare, max_moves, state.classes, room)
         if found is not None:
             options.append(found)
     options.sort(key=lambda o: o[0])
     for _, evict, move in options:
+        if not _movers_may_fit(state.inventory, w, evict, move, room_elsewhere):
+            continue
         done = _try(state, w, evict, move, quota_ok, attempt, reserved)
         if done is not None:
             return done
     return None
 
 
+def _most_free_elsewhere(inv):
+    """node -> the most free GPUs on any *other* node (from the two freest nodes)."""
+    top = sorted(((len(n.free_gpus), name) for name, n in inv.nodes.items()), reverse=True)[:2]
+    first = top[0] if top else (0, None)
+    second = top[1][0] if len(top) > 1 else 0
+    return lambda name: second if name == first[1] else first[0]
+
+
+def _movers_may_fit(inv, w: Workload, evict: list[Workload], move: list[Workload], room_elsewhere) -> bool:
+    """A necessary condition for ``_try``: each moved workload needs as many GPUs as are free on
+    some other node now, or as are left on its own node once ``w`` has its share. Valid when
+    everything stopped is on that one node (then ``w`` can only land there); a full cluster
+    fails most plans here, without trying them (at 5,000 nodes trying cost seconds a cycle)."""
+    name = move[0].placement[0].node
+    if any(a.node != name for v in evict + move for a in v.placement):
+        return True
+    left = len(inv.nodes[name].free_gpus) + sum(len(a.gpus) for v in evict + move for a in v.placement) \
+        - w.request.get(GPU, 0)
+    most = max(room_elsewhere(name), left)
+    return all(v.request.get(GPU, 0) <= most for v in move)
+
+
 def _room_on(n, name: str, holders: list[Workload], w: Workload, own_chain, tree, spare, max_moves,
-             classes):
-    """(score, evict, move) that frees enough of node ``name`` for ``w``, or None."""
+             classes, room: float = math.inf):
+    """(score, evict, move) that frees enough of node ``name`` for ``w``, or None. Work that
+    needs more than ``room`` GPUs could go nowhere else: it is not moved."""
     need = (w.request.get(GPU, 0), w.request.get(CPU, 0), w.request.get(MEMORY, 0))
     free = [len(n.free_gpus), n.free_cpu, n.free_memory]
 
+    given: dict[str, tuple[int, int, int]] = {}
+
     def gives(v):
-        per = sum(1 for a in v.placement if a.node == name)
-        return (sum(len(a.gpus) for a in v.placement if a.node == name),
-                v.request.get(CPU, 0) * per, v.request.get(MEMORY, 0) * per)
+        g = given.get(v.id)
+        if g is None:
+            per = sum(1 for a in v.placement if a.node == name)
+            g = given[v.id] = (sum(len(a.gpus) for a in v.placement if a.node == name),
+                               v.request.get(CPU, 0) * per, v.request.get(MEMORY, 0) * per)
+        return g
 
     def fits(extra):
         return all(free[i] + sum(gives(v)[i] for v in extra) >= need[i] for i in range(3))
@@ -86,10 +124,12 @@ def _room_on(n, name: str, holders: list[Workload], w: Workload, own_chain, tree
                 and spare[v.queue] - taken.get(v.queue, 0) > 0:
             taken[v.queue] = taken.get(v.queue, 0) + v.request.get(GPU, 0) * v.workers
             evict.append(v)
-        elif v.workers == 1 and classes[v.priority].requeue:     # a move must not end it
+        elif v.workers == 1 and classes[v.priority].requeue and v.request.get(GPU, 0) <= room:  # a move must not end it
             movable.append(v)
     # Fewest moves: the largest first, then give back whatever turns out unnecessary.
     movable.sort(key=lambda v: (-gives(v)[0], v.seq))
+    if not fits(evict + movable[:max_moves]):
+        return None     # what the loop below would find, sooner
     move = []
     for v in movable:
         if fits(evict + move):
