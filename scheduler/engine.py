@@ -12,7 +12,6 @@ import math
 import time as _time
 from dataclasses import dataclass, field
 
-
 from . import admission, backfill, consolidation, ordering, policies, preemption
 from .backfill import Reservation
 from .blockers import (CAPACITY, GUARANTEE_ONLY, LENDING, MADE_ROOM, NO_BORROW, QUEUE_LIMIT, RESERVED,
@@ -287,10 +286,6 @@ class Engine:
 
     # --- admission checks -----------------------------------------------------
 
-    def _try(self, w: Workload, now: float, reserved) -> list | Blocker:
-        """A placement if ``w`` may start now, else the first reason it may not."""
-        return self._quota(w) or self._place(w, reserved)
-
     def _quota(self, w: Workload) -> Blocker | None:
         return admission.quota_blocker(self.state, w)
 
@@ -330,7 +325,7 @@ class Engine:
             return self._consolidate(w, cls, now, reserved, res)
         saved_cache = self._fail_cache
         self._fail_cache = {True: {}, False: {}}   # capacity changes while victims are tried
-        attempt = self._attempt(lambda: self._try(w, now, reserved))
+        attempt = self._attempt(lambda: self._quota(w) or self._place(w, reserved))
         placement, victims = preemption.choose(st, w, cands, attempt, self.config.max_victims_tried)
         if placement is None:
             self._fail_cache = saved_cache
