@@ -173,7 +173,10 @@ class Engine:
                     continue
                 if self._known_to_fail(w, cls, shape, rsv, res):
                     continue
-            out = self._quota(w) or self._place(w, rsv)
+            out = self._quota(w)
+            if out is None:     # work that may use reserved capacity goes elsewhere if it fits there
+                steer = self._place(w, reserved) if rsv is None and reserved else None
+                out = steer if isinstance(steer, list) else self._place(w, rsv)
             if rsv and isinstance(out, Blocker) and out.code == CAPACITY:
                 if isinstance(self._place(w, None), list):
                     holder = res.reservations[0].workload
@@ -228,14 +231,11 @@ class Engine:
         """Remember, for the rest of the cycle, that work its queue is owed (it fits in the
         queue's guarantee) waits for capacity: queues that borrow then stop swapping their
         reclaimable borrowed work for fresh work (see preemption.candidates)."""
-        if blocker.code not in (CAPACITY, RESERVED):
-            return
-        okey = (w.queue, self._shapes.get(w.id) or self._shape(w))     # the walk's memo: one lookup per shape
-        owed = self._owed_memo.get(okey, _UNKNOWN)
-        if owed is _UNKNOWN:
-            owed = self._owed_memo[okey] = self.state.tree.within_guarantee(w.queue, w.total)
-        if owed is None:
-            self._owed_waiting = True
+        if blocker.code in (CAPACITY, RESERVED):
+            okey = (w.queue, self._shape(w))        # the walk's memo: one guarantee check per shape
+            if okey not in self._owed_memo:
+                self._owed_memo[okey] = self.state.tree.within_guarantee(w.queue, w.total)
+            self._owed_waiting = self._owed_waiting or self._owed_memo[okey] is None
 
     def _shape(self, w: Workload) -> tuple:
         """What placement depends on; workloads of one shape fit or fail alike (cached)."""

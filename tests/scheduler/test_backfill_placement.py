@@ -33,6 +33,27 @@ def test_backfill_lets_short_declared_work_run_in_front_of_the_reserved_head():
     assert running.state == ADMITTED and head.state == PENDING
 
 
+def test_work_that_may_use_reserved_capacity_goes_elsewhere_when_it_fits_there():
+    # n0 frees first (t=1000), so the 8-GPU head reserves n0. A short job may start on the
+    # reserved capacity (it ends before 1000), but best fit would put it in n0's 2 free GPUs
+    # and keep n0 from ever being whole; it goes to n1, which has room and no reservation.
+    s = _one_queue("reserve", nodes=2)
+    job(s, "all", gpus=6, time_limit=1000, now=0)
+    job(s, "all", gpus=4, time_limit=5000, now=0)
+    s.cycle(now=0)
+    head = job(s, "all", gpus=8, now=1)
+    short = job(s, "all", gpus=2, time_limit=500, now=2)
+    res = s.cycle(now=10)
+    assert res.reservations[0].workload is head and set(res.reservations[0].nodes) == {"n0"}
+    assert short.state == ADMITTED and short.placement[0].node == "n1"
+    # The next fills n1; with no room elsewhere, the one after still starts on the reserved
+    # node (it ends before the head's start) rather than wait.
+    fills, last = (job(s, "all", gpus=2, time_limit=500, now=20 + i) for i in range(2))
+    s.cycle(now=30)
+    assert [w.placement[0].node for w in (fills, last)] == ["n1", "n0"]
+    assert head.state == PENDING
+
+
 def test_strict_order_blocks_everything_behind_a_waiting_head_and_skip_does_not():
     for mode, expect_small in (("none", False), ("skip", True)):
         s = _one_queue(mode)
