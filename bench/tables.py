@@ -31,6 +31,7 @@ def replay(data: dict) -> str:
             row.append("—" if r is None else f"{r['jct_avg_h']:.1f}" + (f" ({ref:.1f})" if ref is not None else ""))
         rows.append(row)
     parts.append("Average JCT in hours, ours (published, preemption free):\n\n" + md(rows))
+    parts.append(target_matrix(data))
     for name, e in data.items():
         res = [e["results"][p] for p in POLICY_ORDER if p in e["results"]]
         t = [["metric"] + [r["policy"] for r in res]]
@@ -52,6 +53,21 @@ def replay(data: dict) -> str:
                          + ("; missed: " + "; ".join(missed) if missed else ""))
         parts.append(f"**{name}**: {e['jobs']} jobs, {e['capacity_gpus']} GPUs\n\n" + md(t) + "\n\n" + "\n".join(lines))
     return "\n\n".join(parts)
+
+
+def target_matrix(data: dict) -> str:
+    """One row per trace and judged policy, one column per target of the issue: met or MISSED."""
+    first = next(iter(data.values()))["targets"]
+    names = [c["target"] for c in next(iter(first.values()))]
+    rows = [["trace", "policy"] + names]
+    met = total = 0
+    for name, e in data.items():
+        for p, checks in e["targets"].items():
+            rows.append([name, p] + ["met" if c["met"] else "**MISSED**" for c in checks])
+            if p == "default":
+                met += sum(c["met"] for c in checks)
+                total += len(checks)
+    return f"Targets met by `default`: {met} of {total}.\n\n" + md(rows)
 
 
 def scale(data: dict) -> str:
