@@ -178,6 +178,15 @@ def alive(pid: int) -> bool:
         return False
 
 
+def written(path) -> str:
+    """The file's text once the job has written it: a file that exists may still be empty
+    while the job's process has not yet flushed its write."""
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
 def test_submit_queue_cancel_states_file_and_logs(setup):
     hub, work, k = setup
     blocker = job_id(k, k.run("%submit --gpus 2 --name blocker sleeper.py blocker.pid"))
@@ -195,8 +204,7 @@ def test_submit_queue_cancel_states_file_and_logs(setup):
     assert out["stdout"].strip() == f"{blocker}: cancelled", out
     wait_for("the blocker's process to be stopped", lambda: not alive(pid), 30)
 
-    wait_for("out.txt", lambda: (work / "out.txt").exists(), 60)
-    assert (work / "out.txt").read_text() in ("gpus=0", "gpus=1")
+    assert wait_for("out.txt", lambda: written(work / "out.txt"), 60) in ("gpus=0", "gpus=1")
     wait_for("the display to say finished", lambda: any("finished, exit code 0" in t for t in k.display_texts(did)),
              60)
     texts = k.display_texts(did)
@@ -223,8 +231,9 @@ def test_two_workers_start_only_as_a_gang_with_consistent_ranks(setup):
     assert not list(work.glob("rank-*.txt"))
     cancelled_at = time.time()
     k.run(f"%cancel {blocker}")
-    wait_for("both ranks", lambda: len(list(work.glob("rank-*.txt"))) == 2, 60)
-    envs = [dict(kv.split("=", 1) for kv in p.read_text().split()) for p in sorted(work.glob("rank-*.txt"))]
+    texts = wait_for("both ranks", lambda: (lambda t: len(t) == 2 and all(t) and t)(
+        [written(p) for p in sorted(work.glob("rank-*.txt"))]), 60)
+    envs = [dict(kv.split("=", 1) for kv in t.split()) for t in texts]
     assert [e["RANK"] for e in envs] == ["0", "1"] and [e["LOCAL_RANK"] for e in envs] == ["0", "1"]
     assert {e["WORLD_SIZE"] for e in envs} == {"2"}
     assert {e["MASTER_ADDR"] for e in envs} == {"127.0.0.1"}
@@ -309,8 +318,7 @@ def test_cell_magic_runs_the_cell_as_the_job(setup):
     out = k.run("%%submit --gpus 0 --name from-a-cell hello\n"
                 "import os, sys\nopen('cell.txt', 'w').write(sys.argv[1] + ' from ' + os.getcwd())\n")
     wid = job_id(k, out)
-    wait_for("cell.txt", lambda: (work / "cell.txt").exists(), 60)
-    assert (work / "cell.txt").read_text() == f"hello from {work}"
+    assert wait_for("cell.txt", lambda: written(work / "cell.txt"), 60) == f"hello from {work}"
     w = wait_for("it to finish", lambda: (lambda w: w["state"] == "finished" and w)(
         hub.call("GET", f"/workloads/{wid}", hub.tokens["alice"]).json()), 30)
     assert w["name"] == "from-a-cell" and w["exit_code"] == 0
