@@ -12,9 +12,10 @@ from __future__ import annotations
 import copy
 
 from .backfill import expected_end
-from .blockers import CAPACITY, NO_NODE, Blocker
+from .blockers import CAPACITY, NO_NODE, RESERVED, Blocker
 from .engine import Engine
 from .model import PENDING, TERMINAL, Workload
+from .resources import GPU, fmt_amount
 from .state import ClusterState
 
 MAX_STEPS = 500
@@ -48,12 +49,27 @@ def explain(sched, w: Workload, now: float) -> dict:
     if blocker is None:
         out["reason"] = "waiting for the next scheduling cycle"
     else:
-        out["reason"] = blocker.text(w)
+        out["reason"] = blocker.text(w) + (_borrow_only(sched, w) if blocker.code in (CAPACITY, RESERVED) else "")
         out["blocker"] = blocker.to_dict()
     out["eta"] = eta
     out["eta_seconds"] = None if eta is None else max(0.0, eta - now)
     out["eta_reason"] = why
     return out
+
+
+def _borrow_only(sched, w: Workload) -> str:
+    """Why work larger than its queue's guarantee waits longer than its place in line
+    suggests (it is ordered after what other queues are owed, and may be reclaimed)."""
+    need = w.total.get(GPU, 0)
+    guaranteed = sched.state.tree.guaranteed[w.queue].get(GPU, 0)
+    if need <= guaranteed:
+        return ""
+    cls = sched.state.classes.get(w.priority)
+    back = ", and they may take them back" if sched.config.preemption and cls is not None \
+        and cls.preemptible else ""
+    has = f"is guaranteed {fmt_amount(GPU, guaranteed)}" if guaranteed else "has no guaranteed GPUs"
+    return (f"; it needs {fmt_amount(GPU, need)} GPUs and queue {w.queue} {has}, so it runs only on GPUs "
+            f"other queues leave free, after the work they are owed{back}")
 
 
 def estimate_start(sched, target: Workload, now: float,

@@ -113,3 +113,22 @@ def test_work_above_the_approval_threshold_waits_for_an_admin():
         [("approval_requested", None), ("approved", "boss")]
     with pytest.raises(Conflict):
         s.decide(big.id, True, now=4)
+
+
+def test_work_larger_than_its_queues_guarantee_is_told_it_runs_only_on_borrowed_gpus():
+    # 2 nodes × 4 GPUs; queue a is guaranteed 2, b 6. b's 6-GPU job holds 3 GPUs of each
+    # node, so a's 4-GPU job cannot start: it needs more than a is guaranteed, while a's
+    # 1-GPU job (within the guarantee) gets the plain capacity reason.
+    s = cluster(nodes=2, gpus=4, queues=[{"name": "a", "guaranteed": {"gpu": 2}},
+                                          {"name": "b", "guaranteed": {"gpu": 6}}])
+    job(s, "b", user="bob", gpus=3, workers=2, time_limit=3600, now=0)
+    s.cycle(now=0)
+    big = job(s, "a", gpus=4, time_limit=600, now=1)
+    small = job(s, "a", gpus=2, time_limit=600, now=2)
+    s.cycle(now=3)
+    reason = s.explain(big.id, now=3)["reason"]
+    assert reason.startswith("needs 4 × any GPU; no node has that free now"), reason
+    assert "it needs 4 GPUs and queue a is guaranteed 2, so it runs only on GPUs other queues leave free" in reason
+    assert reason.endswith("and they may take them back"), reason          # training is preemptible
+    plain = s.explain(small.id, now=3)["reason"]
+    assert "needs 2 × any GPU" in plain and "guaranteed" not in plain, plain
