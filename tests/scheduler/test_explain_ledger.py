@@ -132,3 +132,15 @@ def test_work_larger_than_its_queues_guarantee_is_told_it_runs_only_on_borrowed_
     assert reason.endswith("and they may take them back"), reason          # training is preemptible
     plain = s.explain(small.id, now=3)["reason"]
     assert "needs 2 × any GPU" in plain and "guaranteed" not in plain, plain
+
+
+def test_a_queue_without_guarantee_is_named_so_and_no_reclaim_is_promised_without_preemption():
+    s = cluster(nodes=1, gpus=4, preemption=False,
+                queues=[{"name": "a"}, {"name": "b", "guaranteed": {"gpu": 4}}])
+    job(s, "b", user="bob", gpus=3, time_limit=3600, now=0)
+    s.cycle(now=0)
+    w = job(s, "a", gpus=2, time_limit=600, now=1)
+    s.cycle(now=2)
+    reason = s.explain(w.id, now=2)["reason"]
+    assert reason.endswith("it needs 2 GPUs and queue a has no guaranteed GPUs, so it runs only on GPUs "
+                           "other queues leave free, after the work they are owed"), reason
