@@ -57,9 +57,9 @@ def known(fuzz_hub):
     (h.data_dir / "logs" / f"{mine}.log").write_text("step 1\nstep 2\n")
     return {"workload_id": [mine, waiting], "queue": ["vision", "nlp", "org"],
             "path": ["", "index.html", "v1/models"],          # serve/{workload_id}/{path}
-            # {name} per kind of object, so that every fixed case names one that exists
-            "/api/v1/queues/{name}": ["vision", "nlp", "org"], "/api/v1/nodes/{name}": ["gpu-a", "gpu-b"],
-            "/api/v1/classes/{name}": ["training", "interactive"]}
+            # {name} per path, so that every fixed case names an object of that kind that exists
+            "name": {"/api/v1/queues/{name}": ["vision", "nlp", "org"], "/api/v1/nodes/{name}": ["gpu-a", "gpu-b"],
+                     "/api/v1/classes/{name}": ["training", "interactive"]}}
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +94,7 @@ def fuzz(hub, schema, known, who: str) -> dict:
         strategies = [op.as_strategy(GenerationMode.POSITIVE), op.as_strategy(GenerationMode.NEGATIVE)]
         if names and op.method.lower() != "delete":
             # Existing things: PUT/PATCH/POST reach validation instead of a 404.
-            fixed = st.fixed_dictionaries({n: st.sampled_from(known[op.path] if n == "name" else known[n])
+            fixed = st.fixed_dictionaries({n: st.sampled_from(known[n][op.path] if n == "name" else known[n])
                                            for n in names})
             strategies += [fixed.flatmap(lambda pp, op=op, m=m: op.as_strategy(m, path_parameters=pp))
                            for m in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)]

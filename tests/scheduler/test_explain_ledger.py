@@ -118,7 +118,7 @@ def test_work_above_the_approval_threshold_waits_for_an_admin():
 def test_work_larger_than_its_queues_guarantee_is_told_it_runs_only_on_borrowed_gpus():
     # 2 nodes × 4 GPUs; queue a is guaranteed 2, b 6. b's 6-GPU job holds 3 GPUs of each
     # node, so a's 4-GPU job cannot start: it needs more than a is guaranteed, while a's
-    # 1-GPU job (within the guarantee) gets the plain capacity reason.
+    # 2-GPU job (within the guarantee) gets the plain capacity reason.
     s = cluster(nodes=2, gpus=4, queues=[{"name": "a", "guaranteed": {"gpu": 2}},
                                           {"name": "b", "guaranteed": {"gpu": 6}}])
     job(s, "b", user="bob", gpus=3, workers=2, time_limit=3600, now=0)
