@@ -299,7 +299,7 @@ class ComputeHubService(Application):
             if w.state == PENDING:
                 e = self.explanation(w)
                 d.update({k: e.get(k) for k in ("position", "position_in_queue", "pending", "reason", "eta",
-                                                 "eta_seconds", "eta_reason")})
+                                                 "eta_seconds", "eta_reason", "eta_earliest")})
             else:
                 d["placement"] = [a.to_dict() for a in w.placement]
                 d["reason"] = w.reason

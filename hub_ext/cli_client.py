@@ -188,7 +188,8 @@ class QueueApp(ClientCommand):
     description = ("Your live workloads (or, with --all, every one you may see: a team lead's team, an "
                    "admin's everything) with state, position in line, ETA and the reason a waiting one "
                    "waits. POS is the place among all pending work (in its queue in brackets); the ETA "
-                   "assumes running work ends at its declared time limit.")
+                   "assumes running work ends at its declared time limit; '≥' marks one that is only a "
+                   "lower bound, for work that would start on GPUs borrowed beyond its queue's guarantee.")
     examples = """
 computehub queue
 computehub queue --all --queue vision
@@ -222,8 +223,8 @@ computehub queue --json
             pos = f"{e['position']} ({e['position_in_queue']})" if "position" in e else (
                 f"{w['position']} ({w['position_in_queue']})" if "position" in w else "")
             if w["state"] == "pending":
-                eta = human_duration(e["eta_seconds"]) if e.get("eta_seconds") is not None else (
-                    "unknown" if e else "")
+                eta = ("≥ " if e.get("eta_earliest") else "") + human_duration(e["eta_seconds"]) \
+                    if e.get("eta_seconds") is not None else ("unknown" if e else "")
                 reason = e.get("reason") or w.get("reason")
             else:
                 eta = ""

@@ -83,7 +83,21 @@ def document(version: str) -> dict:
                              "properties": {"id": {"type": "string"}, "state": {"type": "string"},
                                             "user": {"type": "string"}, "queue": {"type": "string"},
                                             "position": {"type": "integer"},
-                                            "explanation": {"type": "object"}}},
+                                            "explanation": {"$ref": "#/components/schemas/Explanation"}}},
+                "Explanation": {"type": "object", "description": "Why pending work waits and when it may start",
+                                "properties": {
+                                    "position": {"type": "integer", "description": "place among all pending work"},
+                                    "position_in_queue": {"type": "integer"}, "queue_length": {"type": "integer"},
+                                    "pending": {"type": "integer"}, "reason": {"type": "string"},
+                                    "blocker": {"type": "object", "description": "the reason's numbers"},
+                                    "eta": {"type": "number", "nullable": True,
+                                            "description": "estimated start (epoch s)"},
+                                    "eta_seconds": {"type": "number", "nullable": True},
+                                    "eta_reason": {"type": "string", "description": "how the ETA was made"},
+                                    "eta_earliest": {"type": "boolean", "description": (
+                                        "the ETA is only a lower bound: the work would start on GPUs borrowed "
+                                        "beyond its queue's guarantee, after whatever other queues are owed "
+                                        "and submit meanwhile")}}},
                 "WorkloadList": {"type": "object", "properties": {
                     "workloads": {"type": "array", "items": {"$ref": "#/components/schemas/Workload"}},
                     "total": {"type": "integer"}}},

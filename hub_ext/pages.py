@@ -264,11 +264,13 @@ class PendingPage(AdminPage):
             d = views.workload(w, positions)
             if i < EXPLAIN_MAX:
                 e = svc.explanation(w)
-                d.update(reason=e.get("reason"), eta_seconds=e.get("eta_seconds"), eta_reason=e.get("eta_reason"))
+                d.update(reason=e.get("reason"), eta_seconds=e.get("eta_seconds"), eta_reason=e.get("eta_reason"),
+                         eta_earliest=e.get("eta_earliest", False))
             else:
                 b = sched.last.blockers.get(w.id) if sched.last else None
                 d.update(reason=b.text(w) if b else "waiting for the next scheduling cycle",
-                         eta_seconds=None, eta_reason="not estimated for work this far down the line")
+                         eta_seconds=None, eta_reason="not estimated for work this far down the line",
+                         eta_earliest=False)
             rows.append(d)
         return {"rows": rows, "explain_max": EXPLAIN_MAX}
 

@@ -43,7 +43,8 @@ def describe(w: dict, lines: list[str] | None = None) -> tuple[str, str]:
     if state == "pending":
         pos = ex.get("position_in_queue", w.get("position_in_queue"))
         where = f"position {pos} in {w['queue']}" if pos else f"in {w['queue']}"
-        return f"{name}: queued, {where}, {eta_text(ex.get('eta_seconds'))}", ex.get("reason") or w.get("reason") or ""
+        eta = eta_text(ex.get("eta_seconds"), ex.get("eta_earliest", False))
+        return f"{name}: queued, {where}, {eta}", ex.get("reason") or w.get("reason") or ""
     if state == "awaiting_approval":
         return f"{name}: waiting for an admin's approval in {w['queue']}", w.get("reason") or ""
     where = "; ".join(f"{a['node']} GPU {','.join(map(str, a['gpus'])) or '-'}" for a in w.get("placement") or [])

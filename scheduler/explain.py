@@ -4,7 +4,10 @@ Position comes from the engine's order (in its queue and overall). The ETA
 is a forward simulation with the same engine on a copy of the state: running
 work ends at its declared run-time limit, pending work ahead is admitted as
 the engine would (Slurm's ``squeue --start``). Work without a declared limit
-makes the ETA unknown, and the explanation says so plainly.
+makes the ETA unknown, and the explanation says so plainly. Work that would
+start on borrowed GPUs (beyond its queue's guarantee) gets its ETA as a lower
+bound (``eta_earliest``): whatever other queues are owed and submit meanwhile
+goes first, and the simulation cannot know of it.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ def explain(sched, w: Workload, now: float) -> dict:
         # rule that holds it back is the more useful thing to say.
         blocker = sched.engine._quota(w) or blocker
     out.update(position_in_queue=qpos, queue_length=qlen, position=pos, pending=total)
-    eta, why, first_blocker = estimate_start(sched, w, now, order)
+    eta, why, first_blocker, borrows = estimate_start(sched, w, now, order)
     # Work submitted since the last cycle has no verdict of its own yet: the simulation's
     # first cycle (the same engine, now) says what would hold it back.
     blocker = blocker or first_blocker
@@ -53,6 +56,10 @@ def explain(sched, w: Workload, now: float) -> dict:
         out["blocker"] = blocker.to_dict()
     out["eta"] = eta
     out["eta_seconds"] = None if eta is None else max(0.0, eta - now)
+    out["eta_earliest"] = bool(borrows and eta is not None and eta > now)
+    if out["eta_earliest"]:
+        why += (f"; at the earliest: it would start on GPUs beyond queue {w.queue}'s guarantee, "
+                "so work other queues are owed and submit before then goes first")
     out["eta_reason"] = why
     return out
 
@@ -73,14 +80,15 @@ def _borrow_only(sched, w: Workload) -> str:
 
 
 def estimate_start(sched, target: Workload, now: float,
-                   order=None) -> tuple[float | None, str, Blocker | None]:
+                   order=None) -> tuple[float | None, str, Blocker | None, bool]:
     """Simulate forward until ``target`` is admitted: (time, how the estimate was made,
-    what held it back in the first simulated cycle, if anything)."""
+    what held it back in the first simulated cycle, if anything, whether it would start
+    on borrowed capacity)."""
     st = sched.state
     order = sched.engine.order() if order is None else order
     ids = [w.id for w in order]
     if target.id not in ids:
-        return None, "not pending", None
+        return None, "not pending", None, False
     ahead = order[: ids.index(target.id) + 1]
     clone = ClusterState(list(st.tree.specs.values()), list(st.classes.values()),
                          [n.spec for n in st.inventory.nodes.values()])
@@ -101,16 +109,17 @@ def estimate_start(sched, target: Workload, now: float,
             first = res.blockers.get(target.id)
         me = copies[target.id]
         if me.state != PENDING:
-            return t, ("now" if t == now else "if running work ends at its declared time limit"), first
+            borrows = clone.tree.borrowing(me.queue, me.total)
+            return t, ("now" if t == now else "if running work ends at its declared time limit"), first, borrows
         ends = [(e, v) for v in clone.holding.values() if (e := expected_end(v, t)) is not None]
         if not ends:
             unknown = len(clone.holding)
             return None, (f"unknown: {unknown} running workload(s) ahead declare no run-time limit"
-                          if unknown else "unknown: nothing running frees what it needs"), first
+                          if unknown else "unknown: nothing running frees what it needs"), first, False
         t = min(e for e, _ in ends)
         for e, v in ends:
             if e <= t:
                 clone.release(v)
                 v.state = TERMINAL[0]
                 clone.workloads.pop(v.id, None)
-    return None, f"beyond the next {MAX_STEPS} completions", first
+    return None, f"beyond the next {MAX_STEPS} completions", first, False

@@ -32,7 +32,7 @@ def queue_message(w: dict) -> str:
         return f"Waiting for an admin's approval in {w.get('queue')} — {reason}"
     pos = ex.get("position_in_queue", w.get("position_in_queue"))
     where = f"position {pos} in {w.get('queue')}" if pos else f"in {w.get('queue')}"
-    return f"Queued: {where}, {eta_text(ex.get('eta_seconds'))} — {reason}"
+    return f"Queued: {where}, {eta_text(ex.get('eta_seconds'), ex.get('eta_earliest', False))} — {reason}"
 
 
 class QueueingMixin(Spawner):

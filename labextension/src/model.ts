@@ -34,6 +34,7 @@ export interface Workload {
     reason?: string;
     eta_seconds?: number | null;
     eta_reason?: string;
+    eta_earliest?: boolean;
   };
   serve_url?: string | null;
 }
@@ -106,21 +107,23 @@ export function reasonText(w: Workload): string {
   return stateWords(w.state);
 }
 
-/** "~12 min", "~1 h 5 min", "< 1 min", "unknown". */
-export function formatEta(seconds: number | null | undefined): string {
+/** "~12 min", "~1 h 5 min", "< 1 min", "unknown"; with ``earliest`` (the estimate is only a
+ * lower bound: the work would start on GPUs borrowed beyond its queue's guarantee) "≥ 12 min". */
+export function formatEta(seconds: number | null | undefined, earliest = false): string {
   if (seconds === null || seconds === undefined || !isFinite(seconds) || seconds < 0) {
     return 'unknown';
   }
+  const about = earliest ? '≥ ' : '~';
   if (seconds < 60) {
-    return '< 1 min';
+    return earliest ? '≥ 1 min' : '< 1 min';
   }
   const minutes = Math.round(seconds / 60);
   if (minutes < 60) {
-    return `~${minutes} min`;
+    return `${about}${minutes} min`;
   }
   const h = Math.floor(minutes / 60);
   const m = minutes % 60;
-  return m ? `~${h} h ${m} min` : `~${h} h`;
+  return m ? `${about}${h} h ${m} min` : `${about}${h} h`;
 }
 
 /** Bytes as whole GB (binary, as nvidia-smi shows them) for the status bar: "12", "80". */
@@ -177,7 +180,7 @@ export function queuedSummary(w: Workload): string {
     return 'Awaiting approval';
   }
   const pos = w.explanation?.position_in_queue ?? w.position_in_queue;
-  const eta = formatEta(w.explanation?.eta_seconds);
+  const eta = formatEta(w.explanation?.eta_seconds, w.explanation?.eta_earliest);
   return `Queued #${pos ?? '?'} · ${eta === 'unknown' ? 'ETA unknown' : eta}`;
 }
 

@@ -184,7 +184,7 @@ export class ComputeHubPanel extends Widget {
       const e = w.explanation || {};
       const pos = e.position_in_queue ?? w.position_in_queue;
       facts.push(`position ${pos ?? '?'}${e.queue_length ? ` of ${e.queue_length}` : ''}`);
-      facts.push(`ETA ${formatEta(e.eta_seconds)}`);
+      facts.push(`ETA ${formatEta(e.eta_seconds, e.eta_earliest)}`);
     }
     const where = placementText(w);
     if (where) {

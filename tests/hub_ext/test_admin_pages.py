@@ -80,6 +80,22 @@ def test_admin_edits_quota_and_drains_node(admin_hub, browser, tmp_path):
         assert q["guaranteed"]["gpu"] == 3
         assert q["user_limit"] == {"gpu": 8} and q["groups"] == ["vision"]    # the rest is kept
 
+        # Pending work with its start estimate: alice's second 8-GPU gang waits for the first
+        # (2 h limit); it would start on GPUs beyond vision's guarantee of 3, so the estimate
+        # is a lower bound and the page says "or later".
+        alice = hub.tokens["alice"]
+        gang = {"queue": "vision", "kind": "batch", "resources": {"gpu": 4}, "workers": 2, "time_limit": 7200}
+        first, second = (hub.call("POST", "/workloads", alice, json=gang).json()["id"] for _ in range(2))
+        try:
+            page.click("nav >> text=Pending")
+            page.wait_for_url(hub.service_url + "/admin/pending")
+            row = page.locator(f"#w-{second}")
+            sync_api.expect(row).to_contain_text(re.compile(r"in (2 h 0 min|1 h 59 min) or later"))
+            sync_api.expect(row).to_contain_text("at the earliest: it would start on GPUs beyond queue vision's")
+        finally:
+            for wid in (first, second):
+                hub.call("DELETE", f"/workloads/{wid}", alice)
+
         # Drain gpu-b from the nodes page.
         page.click("nav >> text=Nodes")
         page.wait_for_url(hub.service_url + "/admin/nodes")

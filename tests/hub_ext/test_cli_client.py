@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -91,6 +92,10 @@ def test_submit_queue_and_cancel(hub, submitted):
     row = next(r for r in rows if r.startswith(waiting[0]["id"]))
     assert "pending" in row and f"{e['position']} ({e['position_in_queue']})" in row
     assert e["reason"] in row
+    # An 8-GPU gang in vision (guaranteed 4) would start on borrowed GPUs: its ETA (when the
+    # other gang's 2 h limit ends) is a lower bound, marked so in the table.
+    assert e["eta_earliest"] is True and 0 < e["eta_seconds"] <= 7200, e
+    assert re.search(r"  ≥ (2h|1h59m)  ", row), row
 
     out = ok(cli(hub, "alice", "cancel", first["id"], wid))
     assert out.splitlines() == [f"{first['id']}  cancelled", f"{wid}  cancelled"]

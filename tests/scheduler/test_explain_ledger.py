@@ -134,6 +134,26 @@ def test_work_larger_than_its_queues_guarantee_is_told_it_runs_only_on_borrowed_
     assert "needs 2 × any GPU" in plain and "guaranteed" not in plain, plain
 
 
+def test_eta_of_work_that_would_borrow_is_marked_as_a_lower_bound():
+    # b's 2 × 4 gang holds both nodes until 3600. a is guaranteed 4: its 4-GPU job starts
+    # then within the guarantee (a plain estimate); its 8-GPU gang starts when that ends,
+    # on 4 GPUs beyond a's guarantee, so whatever b is owed and submits before then goes
+    # first: the ETA is only a lower bound, and says so.
+    s = cluster(nodes=2, gpus=4, preemption=False, queues=[{"name": "a", "guaranteed": {"gpu": 4}},
+                                                           {"name": "b", "guaranteed": {"gpu": 4}}])
+    job(s, "b", user="bob", gpus=4, workers=2, time_limit=3600, now=0)
+    s.cycle(now=0)
+    within = job(s, "a", gpus=4, time_limit=600, now=1)
+    big = job(s, "a", gpus=4, workers=2, time_limit=600, now=2)
+    s.cycle(now=3)
+    e = s.explain(within.id, now=3)
+    assert e["eta"] == 3600 and e["eta_earliest"] is False and "earliest" not in e["eta_reason"]
+    e = s.explain(big.id, now=3)
+    assert e["eta"] == 4200 and e["eta_earliest"] is True
+    assert e["eta_reason"].endswith("at the earliest: it would start on GPUs beyond queue a's guarantee, "
+                                    "so work other queues are owed and submit before then goes first"), e
+
+
 def test_a_queue_without_guarantee_is_named_so_and_no_reclaim_is_promised_without_preemption():
     s = cluster(nodes=1, gpus=4, preemption=False,
                 queues=[{"name": "a"}, {"name": "b", "guaranteed": {"gpu": 4}}])

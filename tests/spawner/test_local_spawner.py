@@ -167,6 +167,8 @@ def test_queue_message_wording():
     w = {"state": "pending", "queue": "vision",
          "explanation": {"position_in_queue": 2, "eta_seconds": 290, "reason": "vision uses 1/1 guaranteed GPUs"}}
     assert queue_message(w) == "Queued: position 2 in vision, ETA ~5 min — vision uses 1/1 guaranteed GPUs"
+    w["explanation"]["eta_earliest"] = True      # it would start on borrowed GPUs: a lower bound
+    assert queue_message(w) == "Queued: position 2 in vision, ETA ≥ 5 min — vision uses 1/1 guaranteed GPUs"
     w["explanation"]["eta_seconds"] = None
     assert "ETA unknown" in queue_message(w)
     assert queue_message({"state": "awaiting_approval", "queue": "nlp", "reason": "above 6 GPUs"}) \

@@ -55,6 +55,13 @@ describe('formatting', () => {
     expect(formatEta(3900)).toBe('~1 h 5 min');
   });
 
+  it('marks an ETA that is only a lower bound (work that would borrow GPUs)', () => {
+    expect(formatEta(12 * 60 + 10, true)).toBe('≥ 12 min');
+    expect(formatEta(3900, true)).toBe('≥ 1 h 5 min');
+    expect(formatEta(30, true)).toBe('≥ 1 min');
+    expect(formatEta(null, true)).toBe('unknown');
+  });
+
   it('shows memory in GB like nvidia-smi', () => {
     expect(gigabytes(80 * GiB)).toBe('80');
     expect(gigabytes(12.4 * GiB)).toBe('12');
@@ -96,6 +103,8 @@ describe('status bar', () => {
   it('says where my best-placed waiting work stands', () => {
     expect(queuedSummary(pending(3, 12 * 60))).toBe('Queued #3 · ~12 min');
     expect(queuedSummary(pending(1, null))).toBe('Queued #1 · ETA unknown');
+    const borrowing = wl({ state: 'pending', explanation: { position_in_queue: 2, eta_seconds: 7200, eta_earliest: true } });
+    expect(queuedSummary(borrowing)).toBe('Queued #2 · ≥ 2 h');
     expect(queuedSummary(wl({ state: 'awaiting_approval' }))).toBe('Awaiting approval');
     const r = report([pending(4, 100, 'a'), wl(), pending(2, 600, 'b')]);
     expect(waiting(r.workloads).map(w => w.id)).toEqual(['b', 'a']);
