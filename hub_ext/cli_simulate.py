@@ -215,7 +215,8 @@ class Probe:
                          f"{e['position_in_queue']} of {e['queue_length']} in {e['queue']}")
             lines.append(f"    why:  {e['reason']}")
             if e.get("eta") is not None:
-                lines.append(f"    ETA:  in {e['eta_seconds'] / 3600:.1f} h ({e['eta_reason']})")
+                at_least = "at least " if e.get("eta_earliest") else ""
+                lines.append(f"    ETA:  in {at_least}{e['eta_seconds'] / 3600:.1f} h ({e['eta_reason']})")
             else:
                 lines.append(f"    ETA:  {e['eta_reason']}")
         return "\n".join(lines)

@@ -59,6 +59,8 @@ def test_replay_demo_shows_policies_and_explanations():
     assert r.returncode == 0, r.stderr
     assert "fifo" in r.stdout and "default" in r.stdout
     assert "why:" in r.stdout and "ETA:" in r.stdout and "position" in r.stdout
+    # Work larger than its team's guarantee would start on borrowed GPUs: a lower bound.
+    assert "ETA:  in at least " in r.stdout and "at the earliest: it would start on GPUs beyond" in r.stdout
 
 
 @pytest.fixture
