@@ -26,6 +26,7 @@ export interface Workload {
   reason?: string | null;
   submitted_at?: number;
   started_at?: number | null;
+  preemptions?: number;
   metadata?: { [key: string]: any };
   explanation?: {
     position?: number;
@@ -124,6 +125,16 @@ export function formatEta(seconds: number | null | undefined, earliest = false):
   const h = Math.floor(minutes / 60);
   const m = minutes % 60;
   return m ? `${about}${h} h ${m} min` : `${about}${h} h`;
+}
+
+/** "preempted once" / "preempted 3 times" (stopped for other work and put back in line,
+ * resuming from its checkpoint); '' for work never preempted. */
+export function preemptedText(w: Workload): string {
+  const n = w.preemptions ?? 0;
+  if (n <= 0) {
+    return '';
+  }
+  return n === 1 ? 'preempted once' : `preempted ${n} times`;
 }
 
 /** Bytes as whole GB (binary, as nvidia-smi shows them) for the status bar: "12", "80". */

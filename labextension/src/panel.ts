@@ -17,6 +17,7 @@ import {
   gpuRequest,
   meanHistory,
   placementText,
+  preemptedText,
   queueFill,
   queueUsageText,
   reasonText,
@@ -189,6 +190,10 @@ export class ComputeHubPanel extends Widget {
     const where = placementText(w);
     if (where) {
       facts.push(where);
+    }
+    const preempted = preemptedText(w);
+    if (preempted) {
+      facts.push(preempted);
     }
     row.appendChild(el('div', 'jp-ComputeHub-facts', facts.join(' · ')));
     const reason = reasonText(w);

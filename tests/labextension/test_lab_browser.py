@@ -19,7 +19,8 @@ status bar shows "Queued #1 · …" and the panel the scheduler's reason. bob's
 job is cancelled (the GPUs free up), alice's job is admitted and reported
 running: both views show it running within seconds, with no reload. Then the
 service is frozen (SIGSTOP): the panel says it is unreachable and keeps the
-last known state; thawed, it recovers. Screenshots go to tmp_path and
+last known state; thawed, it recovers. Last, a batch job of alice's is preempted
+by bob's training job and the panel says it was preempted once. Screenshots go to tmp_path and
 test-artifacts/lab/.
 """
 
@@ -266,6 +267,37 @@ def test_status_bar_and_panel_follow_a_queued_job_to_running(labhub, browser, tm
         row.locator(".jp-ComputeHub-cancel", has_text="Really cancel?").click()
         wait_for("alice's job to be cancelled", lambda: workload(hub, job)["state"] == "cancelled", 30)
         sync_api.expect(row).to_have_attribute("data-state", "cancelled", timeout=30_000)
+
+        # Preempted work says so. alice's batch job (class 'preemptible') takes GPU 1; bob's
+        # training job, of a higher class in the same queue (at its limit of 2), preempts it;
+        # the launcher (this test) reports it stopped, and it is back in line, once preempted.
+        r = hub.call("POST", "/workloads", hub.tokens["alice"],
+                     json={"name": "alice-sweep", "kind": "batch", "resources": {"gpu": 1}})
+        assert r.status_code == 201, r.text
+        sweep = r.json()["id"]
+        wait_for("alice's sweep to be admitted", lambda: workload(hub, sweep)["state"] == "admitted", 30)
+        r = hub.call("POST", f"/workloads/{sweep}/status", hub.launcher_token, json={"state": "running"})
+        assert r.status_code == 200, r.text
+        srow = page.locator(f".jp-ComputeHub-workload[data-workload-id='{sweep}']")
+        sync_api.expect(srow).to_have_attribute("data-state", "running", timeout=30_000)
+        sync_api.expect(srow.locator(".jp-ComputeHub-facts")).not_to_contain_text("preempted")
+        r = hub.call("POST", "/workloads", hub.tokens["bob"],
+                     json={"name": "bob-urgent", "kind": "training", "resources": {"gpu": 1}, "time_limit": 600})
+        assert r.status_code == 201, r.text
+        urgent = r.json()["id"]
+        try:
+            wait_for("alice's sweep to be preempted", lambda: workload(hub, sweep)["state"] == "preempting", 30)
+            r = hub.call("POST", f"/workloads/{sweep}/status", hub.launcher_token, json={"state": "stopped"})
+            assert r.status_code == 200, r.text
+            w = wait_for("alice's sweep back in line",
+                         lambda: (lambda x: x if x["state"] == "pending" else None)(workload(hub, sweep)), 30)
+            assert w["preemptions"] == 1, w
+            sync_api.expect(srow).to_have_attribute("data-state", "pending", timeout=30_000)
+            sync_api.expect(srow.locator(".jp-ComputeHub-facts")).to_contain_text("preempted once")
+            shoot(page, tmp_path, "lab-preempted.png")
+        finally:
+            hub.call("DELETE", f"/workloads/{sweep}", hub.tokens["alice"])
+            hub.call("DELETE", f"/workloads/{urgent}", hub.tokens["bob"])
     finally:
         ctx.close()
     r = hub_api(hub, "DELETE", "/users/alice/server", "alice")

@@ -8,6 +8,7 @@ import {
   gpuSummary,
   meanHistory,
   placementText,
+  preemptedText,
   queueFill,
   queueUsageText,
   queuedSummary,
@@ -60,6 +61,13 @@ describe('formatting', () => {
     expect(formatEta(3900, true)).toBe('≥ 1 h 5 min');
     expect(formatEta(30, true)).toBe('≥ 1 min');
     expect(formatEta(null, true)).toBe('unknown');
+  });
+
+  it('says how often work was preempted', () => {
+    expect(preemptedText(wl({}))).toBe('');
+    expect(preemptedText(wl({ preemptions: 0 }))).toBe('');
+    expect(preemptedText(wl({ preemptions: 1 }))).toBe('preempted once');
+    expect(preemptedText(wl({ state: 'pending', preemptions: 3 }))).toBe('preempted 3 times');
   });
 
   it('shows memory in GB like nvidia-smi', () => {
