@@ -17,18 +17,20 @@ $(PY):
 $(STAMP): $(PY) pyproject.toml
 	$(PY) -m pip install -q -e '.[hub,lab,test,postgres]'
 	rm -f $(VENV)/.installed-*
-	touch $(STAMP)
+	touch $(STAMP) $(VENV)/.labextension-installed
 
 # JupyterHub's real proxy, from npm, next to the virtualenv.
 $(CHP):
 	npm install --silent --no-audit --no-fund --prefix $(VENV)/chp configurable-http-proxy@$(CHP_VERSION)
 
 # The JupyterLab extension: `pip install -e` builds it (hatch-jupyter-builder) and copies it into the
-# venv; rebuild and re-copy when its sources change after that.
-LABEXT := labextension/prebuilt/package.json
+# venv; rebuild and re-copy when its sources change after that. The stamp is the venv's own (a
+# `jlpm build` by hand refreshes labextension/prebuilt but not the copy the servers load).
+LABEXT := $(VENV)/.labextension-installed
 $(LABEXT): labextension/package.json labextension/yarn.lock $(wildcard labextension/src/*.ts labextension/style/*) | $(STAMP)
 	rm -rf labextension/prebuilt
 	$(PY) -m pip install -q --no-deps -e .
+	touch $(LABEXT)
 
 install: $(STAMP) $(CHP) $(LABEXT)
 
