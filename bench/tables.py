@@ -37,12 +37,17 @@ def replay(data: dict) -> str:
         t = [["metric"] + [r["policy"] for r in res]]
         for label, key, fmt in (("avg / median / p99 JCT (h)", None, None), ("avg / p99 queueing (h)", None, None),
                                 ("makespan (h)", "makespan_h", "{:.0f}"), ("GPU utilisation", "gpu_utilisation", "{:.1%}"),
-                                ("preemptions", "preemptions", "{:d}"), ("GPU-h lost to preemption", "lost_gpu_h", "{:.0f}"),
+                                ("preemptions", "preemptions", "{:d}"),
+                                ("jobs preempted / most times one job", None, None),
+                                ("GPU-h lost to preemption", "lost_gpu_h", "{:.0f}"),
                                 ("Jain (teams, slowdown)", "jain_fairness", "{:.3f}")):
             if label.startswith("avg / median"):
                 t.append([label] + [f"{r['jct_avg_h']:.1f} / {r['jct_median_h']:.1f} / {r['jct_p99_h']:.0f}" for r in res])
             elif label.startswith("avg / p99 q"):
                 t.append([label] + [f"{r['queue_avg_h']:.1f} / {r['queue_p99_h']:.0f}" for r in res])
+            elif label.startswith("jobs preempted"):     # results from before 2026-12-04 lack it
+                t.append([label] + [f"{r['preempted_jobs']} / {r['max_preemptions']}" if "max_preemptions" in r
+                                    else "—" for r in res])
             else:
                 t.append([label] + [fmt.format(r[key]) for r in res])
         targets = e["targets"]

@@ -8,7 +8,8 @@
   from each admission to its end or preemption.
 * Preemptions = how many times a running job was stopped for another; lost
   GPU-hours = what preempted runs held without keeping (restart time and work
-  since the last checkpoint, see ``costs.Restart``).
+  since the last checkpoint, see ``costs.Restart``). Churn as one job's owner
+  sees it: how many jobs were preempted at all, and the most times one was.
 * Fairness = Jain's index over teams of each team's mean slowdown, where a
   job's slowdown is JCT / duration (1 = it never waited). Slowdown rather than
   JCT so that a team of long jobs is not "unfairly" treated merely for having
@@ -86,6 +87,8 @@ def summarize(outcome) -> dict:
         "makespan_s": makespan,
         "gpu_utilisation": busy / (outcome.capacity_gpus * makespan) if makespan > 0 else 0.0,
         "preemptions": outcome.preemptions,
+        "preempted_jobs": sum(1 for r in done if r.preemptions),
+        "max_preemptions": max((r.preemptions for r in done), default=0),
         "lost_gpu_h": sum(r.lost_gpu_seconds for r in done) / HOUR,
         "restart_cost": outcome.restart,
         "jain_fairness": jain(team_slowdown.values()),
@@ -112,6 +115,8 @@ TABLE_ROWS = [
     ("makespan (h)", "makespan_h", "{:.1f}"),
     ("GPU utilisation", "gpu_utilisation", "{:.1%}"),
     ("preemptions", "preemptions", "{:d}"),
+    ("jobs preempted", "preempted_jobs", "{:d}"),
+    ("most preemptions of one job", "max_preemptions", "{:d}"),
     ("GPU-h lost to preemption", "lost_gpu_h", "{:.1f}"),
     ("Jain fairness (teams)", "jain_fairness", "{:.3f}"),
     ("cycles", "cycles", "{:d}"),

@@ -156,10 +156,22 @@ def test_reclaim_preempts_a_borrower_which_keeps_its_progress(tmp_path):
     assert out.preemptions == 1
     assert [r.preemptions for r in out.records] == [1, 0]
     m = summarize(out)
-    assert m["preemptions"] == 1
+    assert m["preemptions"] == 1 and m["preempted_jobs"] == 1 and m["max_preemptions"] == 1
     assert m["gpu_utilisation"] == pytest.approx((8 * 10000 + 4 * 500) / (8 * 10500))
     # FIFO never preempts: Y waits for X.
     assert jcts(run(jobs, 8, "fifo", n_teams=2)) == {"00000000-x": 10000, "00000001-y": 10400}
+
+
+def test_churn_counts_jobs_preempted_and_the_most_one_job_was(tmp_path):
+    # As above, and Z (team-1) arrives at 1,200 while X runs again: X may be preempted once it
+    # has run 600 s more (1,700), so it is stopped twice; Y and Z never.
+    jobs = load(write(tmp_path, "00000000-x,0,10000,8\n00000001-y,100,500,4\n00000003-z,1200,500,4\n"),
+                n_teams=2)
+    out = run(jobs, 8, "default", n_teams=2)
+    m = summarize(out)
+    assert [r.preemptions for r in out.records] == [2, 0, 0]
+    assert (m["preemptions"], m["preempted_jobs"], m["max_preemptions"]) == (2, 1, 2)
+    assert jcts(out)["00000000-x"] == 11000      # 10,000 s of work + 2 × 500 s waiting
 
 
 def test_replay_drives_the_scheduler_facade(tmp_path):
