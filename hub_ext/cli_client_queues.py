@@ -72,8 +72,10 @@ class ClassesApp(ClientCommand):
             self.emit(data)
             return
         rows = [[c["name"], c["rank"], "yes" if c["preemptible"] else "no", "yes" if c["may_borrow"] else "no",
-                 f"{c['preempt_after']:g}s", c.get("description", "")] for c in data["classes"]]
-        print(table(rows, ["CLASS", "RANK", "PREEMPTIBLE", "BORROWS", "PREEMPT AFTER", "DESCRIPTION"]))
+                 f"{c['preempt_after']:g}s",
+                 "-" if c.get("swap_after") is None else f"{c['swap_after']:g}s", c.get("description", "")]
+                for c in data["classes"]]
+        print(table(rows, ["CLASS", "RANK", "PREEMPTIBLE", "BORROWS", "PREEMPT AFTER", "SWAP AFTER", "DESCRIPTION"]))
 
 
 class ClassSetApp(ClientCommand):
@@ -82,14 +84,20 @@ class ClassSetApp(ClientCommand):
     examples = """
 computehub classes set urgent --rank 350 --no-preemptible
 computehub classes set scavenger --rank 50 --preempt-after 0
+computehub classes set training --rank 200 --preempt-after 600 --swap-after 1800
 """
     positional, usage_args = 1, "a class name"
     rank = Int(0, help="Rank: higher goes first.").tag(config=True)
     preemptible = Bool(True, help="May be preempted (work that may not runs only inside guarantees).").tag(
         config=True)
     preempt_after = Float(0.0, help="Seconds a workload runs before it may be preempted.").tag(config=True)
+    swap_after = Float(None, allow_none=True, help=(
+        "Seconds a workload runs (since it last started) before shorter work of its own queue and "
+        "class may swap it out; at least --preempt-after (the default). Give the work's checkpoint "
+        "interval, and swapped work always keeps some progress.")).tag(config=True)
     description_text = Unicode("", help="What the class is for.").tag(config=True)
     aliases = {**ClientCommand.aliases, "rank": "ClassSetApp.rank", "preempt-after": "ClassSetApp.preempt_after",
+               "swap-after": "ClassSetApp.swap_after",
                "description": "ClassSetApp.description_text"}
     flags = {**ClientCommand.flags,
              "no-preemptible": ({"ClassSetApp": {"preemptible": False}}, "Never preempt this class's work.")}
@@ -97,6 +105,8 @@ computehub classes set scavenger --rank 50 --preempt-after 0
     def run(self, name):
         body = {"rank": self.rank, "preemptible": self.preemptible, "may_borrow": self.preemptible,
                 "preempt_after": self.preempt_after, "description": self.description_text}
+        if self.swap_after is not None:
+            body["swap_after"] = self.swap_after
         c = self.client().put_class(name, **body)
         if self.json:
             self.emit(c)

@@ -141,7 +141,8 @@ def document(version: str) -> dict:
                 "PriorityClass": {"type": "object", "properties": {
                     "name": _NAME, "rank": {"type": "integer"}, "preemptible": {"type": "boolean"},
                     "may_borrow": {"type": "boolean"}, "preempt_after": {"type": "number", "minimum": 0},
-                    "requeue": {"type": "boolean"}, "description": {"type": "string"}}},
+                    "requeue": {"type": "boolean"}, "description": {"type": "string"},
+                    "swap_after": {"type": "number", "minimum": 0, "nullable": True}}},
                 "ClassList": {"type": "object"},
                 "Node": {"type": "object", "properties": {
                     "name": _NAME, "gpus": {"type": "integer", "minimum": 0, "maximum": 64},

@@ -44,9 +44,12 @@ class PriorityClass:
     important work or to give a queue back its guarantee; work that is not
     preemptible only runs inside its queue's guaranteed quota.
     ``may_borrow``: may use idle quota of sibling queues. ``preempt_after``:
-    seconds a workload runs before it may be preempted. ``requeue``: a
-    preempted workload goes back to the queue (with its original age) instead
-    of ending.
+    seconds a workload runs before it may be preempted. ``swap_after``: seconds
+    it runs (since it last started) before shorter work of its own queue and
+    class may swap it out (``preempt_for_shorter``); None = ``preempt_after``.
+    Set to the work's checkpoint interval, a swapped job always keeps some
+    progress. ``requeue``: a preempted workload goes back to the queue (with
+    its original age) instead of ending.
     """
 
     name: str
@@ -56,6 +59,7 @@ class PriorityClass:
     preempt_after: float = 0.0
     requeue: bool = True
     description: str = ""
+    swap_after: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)

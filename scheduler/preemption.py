@@ -5,8 +5,9 @@ have run at least their class's ``preempt_after``):
 
 * work of lower rank in ``w``'s own queue, and work of its own rank there whose
   declared time left is more than ``longer`` seconds (``preempt_for_shorter``
-  times ``w``'s own time left), the most time left first — in a queue above its
-  guarantee only while no owed work waits (``swap_borrowed``);
+  times ``w``'s own time left) and that has run its class's ``swap_after`` since
+  it last started, the most time left first — in a queue above its guarantee
+  only while no owed work waits (``swap_borrowed``);
 * when ``w`` fits in its queue's guarantee (reclaim): work of any rank in
   other queues that are above their guarantee, i.e. borrowed capacity;
 * when ``w`` itself borrows: lower-ranked borrowers of other queues.
@@ -79,7 +80,8 @@ def candidates(state, index: VictimIndex, w: Workload, cls: PriorityClass,
                 out.append(((0,) + key, v))
             if longer is not None:
                 for left, key, v in index.longer_than(q, cls.rank, longer, assumed):
-                    if swap_borrowed or _stays_within_guarantee(tree, q, w.total, v.total):
+                    if (swap_borrowed or _stays_within_guarantee(tree, q, w.total, v.total)) \
+                            and _ran_swap_after(state, v, index.now):
                         out.append(((2, -left) + key[1:], v))
             continue
         if not within and not cls.may_borrow:
@@ -95,6 +97,13 @@ def candidates(state, index: VictimIndex, w: Workload, cls: PriorityClass,
                 break
     out.sort(key=lambda t: t[0])
     return [v for _, v in out]
+
+
+def _ran_swap_after(state, v: Workload, now: float) -> bool:
+    """Has ``v`` run its class's ``swap_after`` since it last started (its preempt_after,
+    which the index already checked, when the class sets none)?"""
+    after = state.classes[v.priority].swap_after
+    return after is None or now - v.admitted_at >= after
 
 
 def _stays_within_guarantee(tree, q: str, add: dict, remove: dict) -> bool:

@@ -64,7 +64,13 @@ def priority_class(d: dict | PriorityClass) -> PriorityClass:
         preempt_after=float(_number("preempt_after", d.get("preempt_after", 0.0), low=0, high=MAX_TIME_LIMIT)),
         requeue=bool(d.get("requeue", True)),
         description=str(d.get("description", "")),
+        swap_after=None if d.get("swap_after") is None else
+        float(_number("swap_after", d["swap_after"], low=0, high=MAX_TIME_LIMIT)),
     )
+    if pc.swap_after is not None and pc.swap_after < pc.preempt_after:
+        raise ValidationError(
+            f"priority class {pc.name!r}: swap_after ({pc.swap_after:g} s) is below preempt_after "
+            f"({pc.preempt_after:g} s), and a swap is a preemption; give at least {pc.preempt_after:g}")
     if not pc.preemptible and pc.may_borrow:
         raise ValidationError(
             f"priority class {pc.name!r}: work that may not be preempted runs only inside guaranteed "

@@ -12,7 +12,7 @@
   work since the checkpoint) is ``restart`` (``costs.Restart``; free unless
   given), and its pending completion is invalidated;
 * when the policy preempts, the loop also wakes up when a running job passes
-  its class's ``preempt_after`` (the live service cycles every few seconds;
+  its class's ``preempt_after`` or ``swap_after`` (the live service cycles every few seconds;
   the replay only at instants where a decision can change), when a running
   job passes a threshold of the ``las`` order, and after a
   cycle that preempted it cycles once more at the same instant so that
@@ -180,9 +180,10 @@ def run(jobs: list[Job], capacity_gpus: int, policy: str = "default", *, n_teams
     clock = [0.0]
     sched = build(capacity_gpus, policy, n_teams, clock=lambda: clock[0])
     queue_of = (lambda j: j.team) if POLICIES[policy].team_queues else (lambda j: "all")
-    wake_after = 0.0
+    wake_after: list[float] = []      # after a start, when running work may become a victim
     if sched.config.preemption:
-        wake_after = max((c.preempt_after for c in sched.state.classes.values()), default=0.0)
+        wake_after = sorted({t for c in sched.state.classes.values()
+                             for t in (c.preempt_after, c.swap_after or 0.0) if t > 0})
     las = sched.config.order == "las"
     thresholds = sched.config.las_thresholds
 
@@ -229,8 +230,8 @@ def run(jobs: list[Job], capacity_gpus: int, policy: str = "default", *, n_teams
                 records[i].first_admit = now
             heapq.heappush(heap, (now + overhead[i] + jobs[i].duration - saved[i], 0, tie, i, version[i]))
             tie += 1
-            if wake_after > 0:
-                heapq.heappush(heap, (now + wake_after, 2, tie, -1, 0))
+            for after in wake_after:
+                heapq.heappush(heap, (now + after, 2, tie, -1, 0))
                 tie += 1
             when = service_orders.next_change(w, now, thresholds) if las else None
             if when is not None:

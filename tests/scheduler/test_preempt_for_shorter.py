@@ -4,7 +4,7 @@ import pytest
 from sched_helpers import cluster, job
 from traitlets import TraitError
 
-from scheduler import EngineConfig
+from scheduler import EngineConfig, ValidationError
 from scheduler.model import ADMITTED, PENDING
 from scheduler.policies import RAN
 
@@ -31,6 +31,28 @@ def test_short_work_preempts_the_teammate_with_the_most_time_left():
     assert ev and ev[0].data["preemptor"] == short.id and "much less time left" in ev[0].reason
     # The team's usage did not move: still its whole guarantee, nobody else touched.
     assert s.state.tree.usage["a"]["gpu"] == 4
+
+
+def test_a_class_swap_after_lets_swapped_work_reach_its_checkpoint():
+    # The class's swap_after (30 min) protects running work from swaps for longer than its
+    # preempt_after (10 min); reclaim by another team is still bound by preempt_after only.
+    s = two_teams()
+    s.put_class({"name": "training", "rank": 200, "preempt_after": 600, "swap_after": 1800}, now=0)
+    runs = [job(s, "a", gpus=1, time_limit=100 * HOUR, now=0) for _ in range(4)]
+    s.cycle(now=0)
+    short = job(s, "a", gpus=1, time_limit=2 * HOUR, now=700)
+    assert not s.cycle(now=700).preempted and short.state == PENDING     # ran 700 s < 1,800 s
+    res = s.cycle(now=1800)
+    assert [by.id for _, by in res.preempted] == [short.id] and short.state == ADMITTED
+    assert sum(w.state == ADMITTED for w in runs) == 3
+
+
+@pytest.mark.parametrize("bad, words", [(300, "below preempt_after"), (-1, "between 0"), ("1h", "a number")])
+def test_swap_after_is_checked(bad, words):
+    s = two_teams()
+    with pytest.raises(ValidationError, match=words):
+        s.put_class({"name": "training", "rank": 200, "preempt_after": 600, "swap_after": bad}, now=0)
+    assert s.state.classes["training"].swap_after is None          # nothing changed
 
 
 def test_work_not_shorter_by_the_factor_waits():
