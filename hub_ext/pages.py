@@ -70,6 +70,15 @@ def fmt_duration(s: float | None) -> str:
     return f"{s // 3600} h {s % 3600 // 60} min"
 
 
+def fmt_eta(w: dict) -> str:
+    """A pending workload's start estimate: "in about 12 min", "in 2 h 0 min or later" (a lower
+    bound: it would start on borrowed GPUs), "unknown"; "" for work that is not pending."""
+    if w.get("eta_seconds") is not None:
+        d = fmt_duration(w["eta_seconds"])
+        return f"in {d} or later" if w.get("eta_earliest") else f"in about {d}"
+    return "unknown" if w.get("state") == "pending" else ""
+
+
 def fmt_vector(vec: dict | None) -> str:
     """{'gpu': 2, 'cpu': 4000} -> '2 GPUs, 4 cores CPU' (ints as stored, or rendered strings)."""
     if not vec:
@@ -170,7 +179,7 @@ class PageHandler(BaseHandler):
             xsrf = ""
         ns.update(prefix=svc.path(""), api=svc.path("api/v1/"), nav=NAV, active=getattr(self, "active", ""),
                   fmt_time=fmt_time, iso_time=iso_time, fmt_vector=fmt_vector, fmt_duration=fmt_duration,
-                  fmt_cores=fmt_cores,
+                  fmt_cores=fmt_cores, fmt_eta=fmt_eta,
                   me=None, xsrf_token=xsrf, now=time.time(), pending_count=0, approvals_count=0)
         return ns
 
