@@ -41,7 +41,7 @@ def plan(state, index, w: Workload, quota_ok, attempt, max_moves: int, reserved)
     quotas let it start, ``attempt()`` returns a placement for it, both in the current state."""
     if w.workers != 1 or max_moves <= 0:
         return None
-    eligible = {v.id for lst in index.by_queue.values() for _, v in lst}
+    eligible = index.eligible()
     on_node: dict[str, list[Workload]] = {}
     for v in state.holding.values():
         if v.id in eligible:

@@ -102,8 +102,8 @@ def candidates(index, w: Workload, cls, order: str, thresholds, classes: dict, n
     value = primary(order, thresholds, now)
     mine = value(w)
     out = []
-    for lst in index.by_queue.values():
-        for key, v in lst:
+    for q in index.by_queue:
+        for key, v in index.live(q):
             if v.state == PREEMPTING:
                 continue
             rank = key[0]

@@ -22,6 +22,9 @@ reclaim: a borrower is only a candidate while its queue is above guarantee.
 from __future__ import annotations
 
 from bisect import bisect_left
+from heapq import merge
+from itertools import chain, islice
+from operator import itemgetter
 
 from .model import PREEMPTING, PriorityClass, Workload
 from .policies import declared_left
@@ -31,7 +34,9 @@ from .resources import CPU, GPU, MEMORY, flavor_key
 class VictimIndex:
     """Preemptible holders grouped by queue, in preference order, built once per cycle.
 
-    Work admitted in the current cycle is never a victim in that cycle.
+    Work admitted in the current cycle is never a victim in that cycle. Work stopped
+    during the cycle is dropped by id (``drop``) and skipped when read, so that stopping
+    costs nothing per holder: with tens of thousands running, the lists are long.
     """
 
     def __init__(self, state, now: float):
@@ -46,16 +51,27 @@ class VictimIndex:
         for lst in self.by_queue.values():
             lst.sort(key=lambda t: t[0])
         self.now = now
+        self.gone: set[str] = set()
         self._by_left: dict[tuple[str, int], list[tuple[float, tuple, Workload]]] = {}  # (-left, key, v)
 
     def drop(self, victims: list[Workload]) -> None:
-        gone = {v.id for v in victims}
-        for q in {v.queue for v in victims}:
-            self.by_queue[q] = [t for t in self.by_queue.get(q, []) if t[1].id not in gone]
-            for k in [k for k in self._by_left if k[0] == q]:
-                self._by_left[k] = [r for r in self._by_left[k] if r[2].id not in gone]
+        self.gone.update(v.id for v in victims)
 
-    def longer_than(self, queue: str, rank: int, longer: float, assumed: float) -> list[tuple[float, tuple, Workload]]:
+    def live(self, queue: str):
+        """``queue``'s (key, workload) pairs not stopped this cycle, in preference order."""
+        gone = self.gone
+        return (t for t in self.by_queue.get(queue, ()) if t[1].id not in gone)
+
+    def eligible(self) -> set[str]:
+        """Ids of all holders that may still be stopped this cycle."""
+        gone = self.gone
+        return {v.id for lst in self.by_queue.values() for _, v in lst if v.id not in gone}
+
+    def first_live(self, lst):
+        """The first workload of ``lst`` (one of ``by_queue``) not stopped this cycle, or None."""
+        return next((v for _, v in lst if v.id not in self.gone), None)
+
+    def longer_than(self, queue: str, rank: int, longer: float, assumed: float):
         """(time left, key, workload) of ``queue``'s candidates of class ``rank`` whose declared
         time left exceeds ``longer`` seconds, the most left first (sorted once per cycle)."""
         rows = self._by_left.get((queue, rank))
@@ -63,40 +79,58 @@ class VictimIndex:
             rows = self._by_left[(queue, rank)] = sorted(
                 ((-declared_left(v, self.now, assumed), key, v)
                  for key, v in self.by_queue.get(queue, ()) if key[0] == rank), key=lambda t: t[:2])
-        return [(-n, key, v) for n, key, v in rows[:bisect_left(rows, -longer, key=lambda t: t[0])]]
+        gone = self.gone
+        return ((-n, key, v) for n, key, v in islice(rows, bisect_left(rows, -longer, key=itemgetter(0)))
+                if v.id not in gone)
 
 
 def candidates(state, index: VictimIndex, w: Workload, cls: PriorityClass,
-               longer: float | None = None, assumed: float = 0.0, swap_borrowed: bool = True) -> list[Workload]:
+               longer: float | None = None, assumed: float = 0.0, swap_borrowed: bool = True,
+               limit: int | None = None) -> list[Workload]:
+    """``w``'s victims in preference order (module docstring), at most ``limit`` of them.
+
+    Each queue's list is already in preference order, so the lists are merged lazily
+    rather than gathered and sorted: only the first ``limit`` are ever looked at.
+    """
     tree = state.tree
     own_chain = tree.chain[w.queue]
     within = tree.within_guarantee(w.queue, w.total) is None
-    out = []
+    lower: list = []    # runs of lower-ranked work (own queue, and borrowers), each in order
+    higher: list = []   # runs of borrowers of other queues at w's rank or above
+    swaps = ()
     for q, lst in index.by_queue.items():
+        cut = bisect_left(lst, cls.rank, key=_rank_of)
         if q == w.queue:
-            for key, v in lst:
-                if key[0] >= cls.rank:
-                    break
-                out.append(((0,) + key, v))
+            lower.append(islice(lst, cut))
             if longer is not None:
-                for left, key, v in index.longer_than(q, cls.rank, longer, assumed):
-                    if (swap_borrowed or _stays_within_guarantee(tree, q, w.total, v.total)) \
-                            and _ran_swap_after(state, v, index.now):
-                        out.append(((2, -left) + key[1:], v))
+                swaps = _swap_victims(state, index, w, cls, longer, assumed, swap_borrowed)
             continue
         if not within and not cls.may_borrow:
             continue
-        if not lst or not tree.borrowing(q, lst[0][1].total, own_chain):
+        first = index.first_live(lst)
+        if first is None or not tree.borrowing(q, first.total, own_chain):
             continue    # quick look with one holder; choose() checks each victim again
-        for key, v in lst:
-            if within:
-                out.append(((0 if key[0] < cls.rank else 1,) + key, v))
-            elif key[0] < cls.rank:
-                out.append(((0,) + key, v))
-            else:
-                break
-    out.sort(key=lambda t: t[0])
-    return [v for _, v in out]
+        lower.append(islice(lst, cut))
+        if within:
+            higher.append(islice(lst, cut, None))
+    gone = index.gone
+    ranked = (v for _, v in chain(merge(*lower, key=itemgetter(0)), merge(*higher, key=itemgetter(0)))
+              if v.id not in gone)
+    return list(islice(chain(ranked, swaps), limit))
+
+
+def _swap_victims(state, index: VictimIndex, w: Workload, cls: PriorityClass, longer: float,
+                  assumed: float, swap_borrowed: bool):
+    """Work of ``w``'s queue and rank with more than ``longer`` seconds left, lazily."""
+    tree, q = state.tree, w.queue
+    for _, _, v in index.longer_than(q, cls.rank, longer, assumed):
+        if (swap_borrowed or _stays_within_guarantee(tree, q, w.total, v.total)) \
+                and _ran_swap_after(state, v, index.now):
+            yield v
+
+
+def _rank_of(entry) -> int:
+    return entry[0][0]
 
 
 def _ran_swap_after(state, v: Workload, now: float) -> bool:
