@@ -22,8 +22,7 @@ reclaim: a borrower is only a candidate while its queue is above guarantee.
 from __future__ import annotations
 
 from bisect import bisect_left
-from heapq import merge
-from itertools import chain, islice
+from itertools import islice
 from operator import itemgetter
 
 from .model import PREEMPTING, PriorityClass, Workload
@@ -52,6 +51,7 @@ class VictimIndex:
             lst.sort(key=lambda t: t[0])
         self.now = now
         self.gone: set[str] = set()
+        self._cuts: dict[tuple[str, int], int] = {}
         self._by_left: dict[tuple[str, int], list[tuple[float, tuple, Workload]]] = {}  # (-left, key, v)
 
     def drop(self, victims: list[Workload]) -> None:
@@ -66,6 +66,13 @@ class VictimIndex:
         """Ids of all holders that may still be stopped this cycle."""
         gone = self.gone
         return {v.id for lst in self.by_queue.values() for _, v in lst if v.id not in gone}
+
+    def rank_cut(self, queue: str, rank: int) -> int:
+        """How many of ``queue``'s list rank below ``rank`` (the list is sorted by rank)."""
+        cut = self._cuts.get((queue, rank))
+        if cut is None:
+            cut = self._cuts[(queue, rank)] = bisect_left(self.by_queue[queue], rank, key=_rank_of)
+        return cut
 
     def first_live(self, lst):
         """The first workload of ``lst`` (one of ``by_queue``) not stopped this cycle, or None."""
@@ -89,8 +96,8 @@ def candidates(state, index: VictimIndex, w: Workload, cls: PriorityClass,
                limit: int | None = None) -> list[Workload]:
     """``w``'s victims in preference order (module docstring), at most ``limit`` of them.
 
-    Each queue's list is already in preference order, so the lists are merged lazily
-    rather than gathered and sorted: only the first ``limit`` are ever looked at.
+    Each queue's list is already in preference order, so only the first ``limit`` of each
+    are gathered and merged, however many hold GPUs.
     """
     tree = state.tree
     own_chain = tree.chain[w.queue]
@@ -99,7 +106,7 @@ def candidates(state, index: VictimIndex, w: Workload, cls: PriorityClass,
     higher: list = []   # runs of borrowers of other queues at w's rank or above
     swaps = ()
     for q, lst in index.by_queue.items():
-        cut = bisect_left(lst, cls.rank, key=_rank_of)
+        cut = index.rank_cut(q, cls.rank)
         if q == w.queue:
             lower.append(islice(lst, cut))
             if longer is not None:
@@ -113,10 +120,22 @@ def candidates(state, index: VictimIndex, w: Workload, cls: PriorityClass,
         lower.append(islice(lst, cut))
         if within:
             higher.append(islice(lst, cut, None))
-    gone = index.gone
-    ranked = (v for _, v in chain(merge(*lower, key=itemgetter(0)), merge(*higher, key=itemgetter(0)))
-              if v.id not in gone)
-    return list(islice(chain(ranked, swaps), limit))
+    out = _merged(lower, limit, index.gone)
+    if limit is None or len(out) < limit:
+        out += _merged(higher, None if limit is None else limit - len(out), index.gone)
+    if limit is None or len(out) < limit:
+        out += islice(swaps, None if limit is None else limit - len(out))
+    return out
+
+
+def _merged(runs, n: int | None, gone: set[str]) -> list[Workload]:
+    """The first ``n`` live workloads of ``runs`` (each sorted by key) in key order: only the
+    first ``n`` of each run, and those stopped this cycle, can be needed, and sorting sorted
+    runs is a merge in C."""
+    take = None if n is None else n + len(gone)
+    rows = [t for run in runs for t in islice(run, take)]
+    rows.sort(key=itemgetter(0))
+    return list(islice((v for _, v in rows if v.id not in gone), n))
 
 
 def _swap_victims(state, index: VictimIndex, w: Workload, cls: PriorityClass, longer: float,
