@@ -20,6 +20,7 @@ class Leaving:
         self.gpus: dict[str, set[int]] = {}
         self.cpu: dict[str, int] = {}
         self.memory: dict[str, int] = {}
+        self.ids_on: dict[str, set[str]] = {}     # node -> leaving workloads with a worker there
         # Totals of leaving work per queue of its chain, per (leaf, user), and counts per
         # leaf: every admission asks, so they are summed once, as workloads arrive.
         self._summed = 0
@@ -33,6 +34,7 @@ class Leaving:
             self.gpus.setdefault(a.node, set()).update(a.gpus)
             self.cpu[a.node] = self.cpu.get(a.node, 0) + v.request.get(CPU, 0)
             self.memory[a.node] = self.memory.get(a.node, 0) + v.request.get(MEMORY, 0)
+            self.ids_on.setdefault(a.node, set()).add(v.id)
 
     def quota_relied_on(self, state, w: Workload) -> int:
         """How many leaving workloads must stop before ``w`` (already charged) is within
@@ -78,7 +80,7 @@ class Leaving:
                 nodes.add(a.node)
         if not nodes:
             return 0
-        return sum(1 for v in self.workloads if any(a.node in nodes for a in v.placement))
+        return len(set().union(*(self.ids_on.get(n, ()) for n in nodes)))
 
     def _sum(self, tree) -> None:
         for v in self.workloads[self._summed:]:

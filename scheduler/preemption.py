@@ -52,6 +52,7 @@ class VictimIndex:
         self.now = now
         self.gone: set[str] = set()
         self._cuts: dict[tuple[str, int], int] = {}
+        self._most: dict[tuple[str, int], int] = {}
         self._by_left: dict[tuple[str, int], list[tuple[float, tuple, Workload]]] = {}  # (-left, key, v)
 
     def drop(self, victims: list[Workload]) -> None:
@@ -73,6 +74,14 @@ class VictimIndex:
         if cut is None:
             cut = self._cuts[(queue, rank)] = bisect_left(self.by_queue[queue], rank, key=_rank_of)
         return cut
+
+    def most_gpus(self, queue: str, rank: int) -> int:
+        """The most GPUs one of ``queue``'s candidates of class ``rank`` holds."""
+        most = self._most.get((queue, rank))
+        if most is None:
+            most = self._most[(queue, rank)] = max(
+                (v.total.get(GPU, 0) for key, v in self.by_queue.get(queue, ()) if key[0] == rank), default=0)
+        return most
 
     def first_live(self, lst):
         """The first workload of ``lst`` (one of ``by_queue``) not stopped this cycle, or None."""
@@ -142,9 +151,12 @@ def _swap_victims(state, index: VictimIndex, w: Workload, cls: PriorityClass, lo
                   assumed: float, swap_borrowed: bool):
     """Work of ``w``'s queue and rank with more than ``longer`` seconds left, lazily."""
     tree, q = state.tree, w.queue
+    must = {} if swap_borrowed else _must_free(tree, q, w.total)
+    if must.get(GPU, 0) > index.most_gpus(q, cls.rank):
+        return      # no single victim frees enough to keep the queue within its guarantee
+    now = index.now
     for _, _, v in index.longer_than(q, cls.rank, longer, assumed):
-        if (swap_borrowed or _stays_within_guarantee(tree, q, w.total, v.total)) \
-                and _ran_swap_after(state, v, index.now):
+        if all(v.total.get(k, 0) >= n for k, n in must.items()) and _ran_swap_after(state, v, now):
             yield v
 
 
@@ -159,13 +171,13 @@ def _ran_swap_after(state, v: Workload, now: float) -> bool:
     return after is None or now - v.admitted_at >= after
 
 
-def _stays_within_guarantee(tree, q: str, add: dict, remove: dict) -> bool:
-    """Would leaf ``q`` stay within its guarantee with ``remove`` stopped and ``add`` started?
-    While an owner waits, a swap in a queue that borrows would replace borrowed work that has
-    run past its class's preempt_after (reclaimable now) with fresh work that may not be
-    preempted yet."""
+def _must_free(tree, q: str, add: dict) -> dict[str, int]:
+    """What a victim of leaf ``q`` must hold, per governed resource, for ``q`` to stay within
+    its guarantee with it stopped and ``add`` started. While an owner waits, a swap in a queue
+    that borrows would replace borrowed work that has run past its class's preempt_after
+    (reclaimable now) with fresh work that may not be preempted yet."""
     g, u, gov = tree.guaranteed[q], tree.usage[q], tree.governed[q]
-    return all(u.get(k, 0) - remove.get(k, 0) + n <= g.get(k, 0) for k, n in add.items() if k in gov)
+    return {k: x for k, n in add.items() if k in gov and (x := u.get(k, 0) + n - g.get(k, 0)) > 0}
 
 
 def is_swap(victim: Workload, by: Workload) -> bool:

@@ -30,7 +30,9 @@ def reference(state, index, w, cls, longer, assumed, swap_borrowed, limit):
             if longer is not None:
                 for k, v in lst:
                     left = declared_left(v, index.now, assumed)
-                    stays = swap_borrowed or preemption._stays_within_guarantee(tree, q, w.total, v.total)
+                    g, u = tree.guaranteed[q], tree.usage[q]
+                    stays = swap_borrowed or all(u.get(r, 0) - v.total.get(r, 0) + n <= g.get(r, 0)
+                                                 for r, n in w.total.items() if r in tree.governed[q])
                     if k[0] == cls.rank and left > longer and stays and preemption._ran_swap_after(state, v, index.now):
                         keyed.append(((2, -left) + k[1:], v))
             continue
