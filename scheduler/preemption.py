@@ -22,6 +22,7 @@ reclaim: a borrower is only a candidate while its queue is above guarantee.
 from __future__ import annotations
 
 from bisect import bisect_left
+from heapq import merge
 from itertools import islice
 from operator import itemgetter
 
@@ -52,8 +53,8 @@ class VictimIndex:
         self.now = now
         self.gone: set[str] = set()
         self._cuts: dict[tuple[str, int], int] = {}
-        self._most: dict[tuple[str, int], int] = {}
-        self._by_left: dict[tuple[str, int], list[tuple[float, tuple, Workload]]] = {}  # (-left, key, v)
+        # (queue, rank) -> GPUs held -> [(-declared time left, key, workload)], sorted
+        self._by_left: dict[tuple[str, int], dict[int, list[tuple[float, tuple, Workload]]]] = {}
 
     def drop(self, victims: list[Workload]) -> None:
         self.gone.update(v.id for v in victims)
@@ -75,28 +76,26 @@ class VictimIndex:
             cut = self._cuts[(queue, rank)] = bisect_left(self.by_queue[queue], rank, key=_rank_of)
         return cut
 
-    def most_gpus(self, queue: str, rank: int) -> int:
-        """The most GPUs one of ``queue``'s candidates of class ``rank`` holds."""
-        most = self._most.get((queue, rank))
-        if most is None:
-            most = self._most[(queue, rank)] = max(
-                (v.total.get(GPU, 0) for key, v in self.by_queue.get(queue, ()) if key[0] == rank), default=0)
-        return most
-
     def first_live(self, lst):
         """The first workload of ``lst`` (one of ``by_queue``) not stopped this cycle, or None."""
         return next((v for _, v in lst if v.id not in self.gone), None)
 
-    def longer_than(self, queue: str, rank: int, longer: float, assumed: float):
-        """(time left, key, workload) of ``queue``'s candidates of class ``rank`` whose declared
-        time left exceeds ``longer`` seconds, the most left first (sorted once per cycle)."""
-        rows = self._by_left.get((queue, rank))
-        if rows is None:
-            rows = self._by_left[(queue, rank)] = sorted(
-                ((-declared_left(v, self.now, assumed), key, v)
-                 for key, v in self.by_queue.get(queue, ()) if key[0] == rank), key=lambda t: t[:2])
+    def longer_than(self, queue: str, rank: int, longer: float, assumed: float, min_gpus: int = 0):
+        """Workloads of ``queue``'s candidates of class ``rank`` holding at least ``min_gpus``
+        GPUs whose declared time left exceeds ``longer`` seconds, the most left first (sorted
+        once per cycle, apart per GPU count, so that too small work is never looked at)."""
+        by_size = self._by_left.get((queue, rank))
+        if by_size is None:
+            by_size = self._by_left[(queue, rank)] = {}
+            for key, v in self.by_queue.get(queue, ()):
+                if key[0] == rank:
+                    by_size.setdefault(v.total.get(GPU, 0), []).append((-declared_left(v, self.now, assumed), key, v))
+            for rows in by_size.values():
+                rows.sort(key=_left_then_key)
+        runs = [islice(rows, bisect_left(rows, -longer, key=itemgetter(0)))
+                for size, rows in by_size.items() if size >= min_gpus]
         gone = self.gone
-        return ((-n, key, v) for n, key, v in islice(rows, bisect_left(rows, -longer, key=itemgetter(0)))
+        return (v for _, _, v in (runs[0] if len(runs) == 1 else merge(*runs, key=_left_then_key))
                 if v.id not in gone)
 
 
@@ -150,18 +149,19 @@ def _merged(runs, n: int | None, gone: set[str]) -> list[Workload]:
 def _swap_victims(state, index: VictimIndex, w: Workload, cls: PriorityClass, longer: float,
                   assumed: float, swap_borrowed: bool):
     """Work of ``w``'s queue and rank with more than ``longer`` seconds left, lazily."""
-    tree, q = state.tree, w.queue
-    must = {} if swap_borrowed else _must_free(tree, q, w.total)
-    if must.get(GPU, 0) > index.most_gpus(q, cls.rank):
-        return      # no single victim frees enough to keep the queue within its guarantee
+    must = {} if swap_borrowed else _must_free(state.tree, w.queue, w.total)
     now = index.now
-    for _, _, v in index.longer_than(q, cls.rank, longer, assumed):
+    for v in index.longer_than(w.queue, cls.rank, longer, assumed, must.get(GPU, 0)):
         if all(v.total.get(k, 0) >= n for k, n in must.items()) and _ran_swap_after(state, v, now):
             yield v
 
 
 def _rank_of(entry) -> int:
     return entry[0][0]
+
+
+def _left_then_key(row) -> tuple:
+    return row[0], row[1]
 
 
 def _ran_swap_after(state, v: Workload, now: float) -> bool:
