@@ -53,8 +53,9 @@ class VictimIndex:
         self.now = now
         self.gone: set[str] = set()
         self._cuts: dict[tuple[str, int], int] = {}
-        # (queue, rank) -> GPUs held -> [(-declared time left, key, workload)], sorted
-        self._by_left: dict[tuple[str, int], dict[int, list[tuple[float, tuple, Workload]]]] = {}
+        # (queue, rank) -> [(-declared time left, key, workload)] sorted, and the same by GPUs held
+        self._by_left: dict[tuple[str, int], list[tuple[float, tuple, Workload]]] = {}
+        self._by_size: dict[tuple[str, int], dict[int, list[tuple[float, tuple, Workload]]]] = {}
 
     def drop(self, victims: list[Workload]) -> None:
         self.gone.update(v.id for v in victims)
@@ -83,17 +84,22 @@ class VictimIndex:
     def longer_than(self, queue: str, rank: int, longer: float, assumed: float, min_gpus: int = 0):
         """Workloads of ``queue``'s candidates of class ``rank`` holding at least ``min_gpus``
         GPUs whose declared time left exceeds ``longer`` seconds, the most left first (sorted
-        once per cycle, apart per GPU count, so that too small work is never looked at)."""
-        by_size = self._by_left.get((queue, rank))
-        if by_size is None:
-            by_size = self._by_left[(queue, rank)] = {}
-            for key, v in self.by_queue.get(queue, ()):
-                if key[0] == rank:
-                    by_size.setdefault(v.total.get(GPU, 0), []).append((-declared_left(v, self.now, assumed), key, v))
-            for rows in by_size.values():
-                rows.sort(key=_left_then_key)
-        runs = [islice(rows, bisect_left(rows, -longer, key=itemgetter(0)))
-                for size, rows in by_size.items() if size >= min_gpus]
+        once per cycle; split by GPU count when asked, so that too small work is skipped)."""
+        rows = self._by_left.get((queue, rank))
+        if rows is None:
+            rows = self._by_left[(queue, rank)] = sorted(
+                ((-declared_left(v, self.now, assumed), key, v)
+                 for key, v in self.by_queue.get(queue, ()) if key[0] == rank), key=_left_then_key)
+        if min_gpus <= 0:
+            runs = [rows]
+        else:
+            by_size = self._by_size.get((queue, rank))
+            if by_size is None:
+                by_size = self._by_size[(queue, rank)] = {}
+                for r in rows:      # each part stays in the order of rows
+                    by_size.setdefault(r[2].total.get(GPU, 0), []).append(r)
+            runs = [part for size, part in by_size.items() if size >= min_gpus]
+        runs = [islice(r, bisect_left(r, -longer, key=itemgetter(0))) for r in runs]
         gone = self.gone
         return (v for _, _, v in (runs[0] if len(runs) == 1 else merge(*runs, key=_left_then_key))
                 if v.id not in gone)
