@@ -77,10 +77,6 @@ class VictimIndex:
             cut = self._cuts[(queue, rank)] = bisect_left(self.by_queue[queue], rank, key=_rank_of)
         return cut
 
-    def first_live(self, lst):
-        """The first workload of ``lst`` (one of ``by_queue``) not stopped this cycle, or None."""
-        return next((v for _, v in lst if v.id not in self.gone), None)
-
     def longer_than(self, queue: str, rank: int, longer: float, assumed: float, min_gpus: int = 0):
         """Workloads of ``queue``'s candidates of class ``rank`` holding at least ``min_gpus``
         GPUs whose declared time left exceeds ``longer`` seconds, the most left first (sorted
@@ -128,8 +124,8 @@ def candidates(state, index: VictimIndex, w: Workload, cls: PriorityClass,
             continue
         if not within and not cls.may_borrow:
             continue
-        first = index.first_live(lst)
-        if first is None or not tree.borrowing(q, first.total, own_chain):
+        first = next(index.live(q), None)
+        if first is None or not tree.borrowing(q, first[1].total, own_chain):
             continue    # quick look with one holder; choose() checks each victim again
         lower.append(islice(lst, cut))
         if within:
