@@ -78,7 +78,11 @@ def document(version: str) -> dict:
                     "priority": _NAME, "resources": _VECTOR,
                     "workers": {"type": "integer", "minimum": 1, "maximum": 1024},
                     "gpu_model": {"type": "string"}, "time_limit": {"type": "number", "minimum": 0},
-                    "node_selector": _LABELS, "user": _NAME, "metadata": {"type": "object"}}},
+                    "node_selector": _LABELS, "user": _NAME, "metadata": {
+                        "type": "object",
+                        "description": "Free-form data for the launcher (metadata.job) and for you; the keys "
+                                       "status, ran_s, preempted_by and moved_for are ComputeHub's "
+                                       "own and refused (400)"}}},
                 "Workload": {"type": "object", "required": ["id", "state", "user", "queue"],
                              "properties": {"id": {"type": "string"}, "state": {"type": "string"},
                                             "user": {"type": "string"}, "queue": {"type": "string"},

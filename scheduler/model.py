@@ -21,6 +21,10 @@ DEFAULT_CLASS_FOR_KIND = {
 }
 
 # Workload states.
+# Workload metadata keys that ComputeHub itself writes (the launcher's status, service run
+# in earlier runs, who preempted it, whom it was moved for): a submission may not set them.
+SCHEDULER_METADATA = ("status", "ran_s", "preempted_by", "moved_for")
+
 AWAITING_APPROVAL = "awaiting_approval"  # accepted, above its queue's approval threshold
 PENDING = "pending"          # accepted, waiting for admission
 ADMITTED = "admitted"        # placement assigned, resources held, launcher starting it

@@ -6,7 +6,7 @@ import math
 import re
 
 from .errors import NotFound, ValidationError
-from .model import DEFAULT_CLASS_FOR_KIND, KINDS, IdlePolicy, NodeSpec, PriorityClass, QueueSpec
+from .model import DEFAULT_CLASS_FOR_KIND, KINDS, SCHEDULER_METADATA, IdlePolicy, NodeSpec, PriorityClass, QueueSpec
 from .resources import (GPU, flavor_key, fmt_amount, is_flavor, label, parse_count, parse_cpu,
                         parse_memory, parse_vector)
 
@@ -237,6 +237,10 @@ def workload_fields(d: dict, state) -> dict:
     metadata = {} if metadata is None else metadata
     if not isinstance(metadata, dict):
         raise ValidationError("metadata must be a mapping")
+    taken = [k for k in SCHEDULER_METADATA if k in metadata]
+    if taken:
+        raise ValidationError(f"metadata key(s) {', '.join(map(repr, taken))} are set by ComputeHub, "
+                              "not by a submission; use other names")
     fields = dict(user=user, queue=qname, kind=kind, priority=prio, request=request, workers=workers,
                   gpu_model=model, node_selector=selector, time_limit=time_limit, name=name,
                   metadata=dict(metadata))

@@ -32,6 +32,9 @@ def _state(s):
     ({"kind": ["batch"]}, ValidationError, "kind must be one of"),
     ({"name": []}, ValidationError, "name must be text"),
     ({"metadata": []}, ValidationError, "metadata must be a mapping"),
+    # keys ComputeHub writes: a fake launcher status (a served endpoint) or a queue jump
+    ({"metadata": {"status": {"endpoint": "http://elsewhere"}}}, ValidationError, "'status' are set by ComputeHub"),
+    ({"metadata": {"moved_for": "w1", "ran_s": 1e9}}, ValidationError, "'ran_s', 'moved_for' are set by"),
     ({"time_limit": -5}, ValidationError, "time_limit"),
     ({"time_limit": "banana"}, ValidationError, "time_limit"),
     ({"gpu_model": "h100"}, ValidationError, "no node in the cluster can hold"),
