@@ -70,14 +70,16 @@ class EngineConfig(Configurable):
         help="""True: a preempted workload's resources are free at once (trace replay).
         False: it keeps them until its launcher reports it stopped; whoever needs them waits.""")
     consolidation_moves = Integer(
-        2, min=0, config=True,
+        4, min=0, config=True,
         help="""'priority' order only: the most running workloads moved to other nodes to make
         room for one workload its team is owed (one node, within its queue's guarantee) when
         reclaim alone cannot: the free and borrowed GPUs are scattered over nodes that also
         run work of teams at or below their guarantee. A move preempts preemptible one-worker
         work of a class that requeues, that has run its class's preempt_after and fits
-        elsewhere now; it restarts from its checkpoint and its queue's usage does not
-        change. 0 = never move work.""")
+        elsewhere now (or once borrowed work there is reclaimed too); it restarts from its
+        checkpoint and its queue's usage does not change. For a gang (multi-worker work its
+        quotas let start) that lacks whole nodes, the most moved off each node it clears.
+        0 = never move work.""")
     max_victims_tried = Integer(
         256, config=True,
         help="The most preemption candidates considered for one pending workload per cycle.")

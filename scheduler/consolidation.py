@@ -15,7 +15,15 @@ picks one node and makes room there with
   changes.
 
 Among the nodes that work, the one moving the fewest GPUs (then fewest workloads) wins.
-Nothing is changed here; ``plan`` returns what to do.
+
+A gang (multi-worker work) needs whole nodes, and on a busy cluster one-node jobs keep
+landing on every node that frees up: its free GPUs are there in total but scattered.
+``plan_gang`` clears the nodes it lacks by moving up to ``consolidation_moves`` one-node
+jobs off each (the same kind of work a one-node plan may move) to free GPUs elsewhere,
+choosing the nodes that need the fewest GPUs moved. It asks that the gang's quotas let it
+start (a move changes no queue's usage) but not that it be owed.
+
+Nothing is changed here; ``plan`` and ``plan_gang`` return what to do.
 """
 
 from __future__ import annotations
@@ -52,7 +60,8 @@ def plan(state, index, w: Workload, quota_ok, attempt, max_moves: int, reserved)
     spare = {q: tree.usage[q].get(GPU, 0) - tree.guaranteed[q].get(GPU, 0) for q in tree.guaranteed}
     options = []
     need_gpus = w.request.get(GPU, 0)
-    room_elsewhere = _most_free_elsewhere(state.inventory)
+    lenders = _lenders_by_node(state, on_node, w, own_chain)
+    room_elsewhere = _most_free_elsewhere(state.inventory, lenders)
     for name, holders in on_node.items():
         n = state.inventory.nodes[name]
         held = sum(len(a.gpus) for v in holders for a in v.placement if a.node == name)
@@ -69,15 +78,112 @@ def plan(state, index, w: Workload, quota_ok, attempt, max_moves: int, reserved)
     for _, evict, move in options:
         if not _movers_may_fit(state.inventory, w, evict, move, room_elsewhere):
             continue
-        done = _try(state, w, evict, move, quota_ok, attempt, reserved)
+        rehome = _rehomer(state, lenders, spare, evict, move[0].placement[0].node) if lenders else None
+        done = _try(state, w, evict, move, quota_ok, attempt, reserved, rehome)
         if done is not None:
             return done
     return None
 
 
-def _most_free_elsewhere(inv):
-    """node -> the most free GPUs on any *other* node (from the two freest nodes)."""
-    top = sorted(((len(n.free_gpus), name) for name, n in inv.nodes.items()), reverse=True)[:2]
+def _lenders_by_node(state, on_node, w: Workload, own_chain) -> dict[str, list[Workload]]:
+    """node -> one-worker work there that reclaim may take for ``w`` (its queue borrows),
+    largest first: room for work moved off the node cleared for ``w``."""
+    tree = state.tree
+    out = {}
+    for name, holders in on_node.items():
+        lend = [v for v in holders if v.workers == 1 and v.queue != w.queue and tree.borrowing(v.queue, v.total, own_chain)]
+        if lend:
+            out[name] = sorted(lend, key=lambda v: (-v.request.get(GPU, 0), v.seq))
+    return out
+
+
+def _rehomer(state, lenders, spare, evict, cleared: str):
+    """``rehome(v)``: borrowed work on one other node whose stopping lets moved ``v`` start
+    there (fewest GPUs stopped), within what each borrowing queue may still give back after
+    ``evict``; or None. It counts what it hands out."""
+    inv = state.inventory
+    taken: dict[str, int] = {}
+    for v in evict:
+        taken[v.queue] = taken.get(v.queue, 0) + v.request.get(GPU, 0) * v.workers
+    released: set[str] = {v.id for v in evict}
+
+    def rehome(v):
+        need = v.request.get(GPU, 0)
+        best = None
+        for name, held in lenders.items():
+            n = inv.nodes[name]
+            short = need - len(n.free_gpus)
+            if name == cleared or short <= 0 or not usable(n, v):
+                continue
+            chosen, used, got = [], {}, 0
+            for u in held:
+                if got >= short:
+                    break
+                q = u.queue
+                if u.id in released or spare[q] - taken.get(q, 0) - used.get(q, 0) <= 0:
+                    continue
+                chosen.append(u)
+                used[q] = used.get(q, 0) + u.request.get(GPU, 0)
+                got += u.request.get(GPU, 0)
+            if got < short:
+                continue
+            for u in list(reversed(chosen)):       # give back what turns out unnecessary
+                if got - u.request.get(GPU, 0) >= short:
+                    chosen.remove(u)
+                    used[u.queue] -= u.request.get(GPU, 0)
+                    got -= u.request.get(GPU, 0)
+            if best is None or (got, len(chosen), name) < best[0]:
+                best = ((got, len(chosen), name), chosen, used)
+        if best is None:
+            return None
+        for q, g in best[2].items():
+            taken[q] = taken.get(q, 0) + g
+        released.update(u.id for u in best[1])
+        return best[1]
+    return rehome
+
+
+def plan_gang(state, index, w: Workload, attempt, moves_per_node: int, reserved) -> Plan | None:
+    """A plan that clears, for the gang ``w``, the whole nodes it lacks, or None. ``attempt()``
+    returns a placement for ``w`` in the current state; the caller has checked its quotas."""
+    per = w.request.get(GPU, 0)
+    if w.workers < 2 or per == 0 or moves_per_node <= 0:
+        return None
+    inv, classes = state.inventory, state.classes
+    if inv.free.get(GPU, 0) < per * w.workers:
+        return None     # moves change no total: too few GPUs are free for the gang
+    lacking = w.workers - sum(len(n.free_gpus) // per for n in inv.with_free(per, w.gpu_model) if usable(n, w))
+    if lacking <= 0:
+        return None     # not short of whole nodes: held back by something else
+    gone = index.gone
+    options = []
+    for name, held in index.one_worker_by_node().items():
+        n = inv.nodes[name]
+        short = per - len(n.free_gpus)
+        if short <= 0 or n.spec.gpus < per or not usable(n, w):
+            continue
+        held = [v for v in held if v.id not in gone and classes[v.priority].requeue]
+        # The largest first: the fewest moves that free what the worker needs.
+        move, freed = [], 0
+        for v in sorted(held, key=lambda v: (-v.request.get(GPU, 0), v.seq)):
+            if freed >= short or len(move) >= moves_per_node:
+                break
+            move.append(v)
+            freed += v.request.get(GPU, 0)
+        if freed >= short:
+            options.append((freed, len(move), name, move))
+    if len(options) < lacking:
+        return None     # the nodes it lacks cannot be cleared
+    options.sort(key=lambda o: o[:3])
+    return _try(state, w, [], [v for o in options[:lacking] for v in o[3]], lambda: True, attempt, reserved)
+
+
+def _most_free_elsewhere(inv, lenders=None):
+    """node -> the most free GPUs on any *other* node (from the two freest nodes), counting
+    as free what ``lenders`` hold there (reclaim may take it for moved work)."""
+    lenders = lenders or {}
+    top = sorted(((len(n.free_gpus) + sum(v.request.get(GPU, 0) for v in lenders.get(name, ())), name)
+                  for name, n in inv.nodes.items()), reverse=True)[:2]
     first = top[0] if top else (0, None)
     second = top[1][0] if len(top) > 1 else 0
     return lambda name: second if name == first[1] else first[0]
@@ -149,7 +255,7 @@ def _room_on(n, name: str, holders: list[Workload], w: Workload, own_chain, tree
 
 
 def _try(state, w: Workload, evict: list[Workload], move: list[Workload], quota_ok, attempt,
-         reserved) -> Plan | None:
+         reserved, rehome=None) -> Plan | None:
     """Release ``evict``, check ``w``'s quotas (moved work still counts: it starts again), release
     ``move``, place ``w``, then each moved workload elsewhere. On success the released work
     stays released (the caller stops it); else all is undone."""
@@ -161,19 +267,26 @@ def _try(state, w: Workload, evict: list[Workload], move: list[Workload], quota_
         state.release(v)
     placement = attempt() if ok_quota else None
     moved: list[tuple[Workload, list]] = []
+    extra: list[Workload] = []      # borrowed work stopped elsewhere to make room for moved work
     if placement is not None:
         old_w = w.placement
         w.placement = placement
         inv.allocate(w)
         for v in move:
             where = inv.place(v, reserved)
+            if where is None and rehome is not None:
+                more = rehome(v)
+                for u in more or ():
+                    state.release(u)
+                extra += more or []
+                where = inv.place(v, reserved) if more else None
             if where is None:
                 break
             moved.append((v, v.placement))
             v.placement = where
             inv.allocate(v)
         ok = len(moved) == len(move)
-        plan = Plan(evict, [(v, v.placement) for v, _ in moved], placement) if ok else None
+        plan = Plan(evict + extra, [(v, v.placement) for v, _ in moved], placement) if ok else None
         for v, old in reversed(moved):
             inv.release(v)
             v.placement = old
@@ -181,6 +294,6 @@ def _try(state, w: Workload, evict: list[Workload], move: list[Workload], quota_
         w.placement = old_w
         if ok:
             return plan
-    for v in reversed(evict + move):
+    for v in reversed(evict + move + extra):
         state.restore(v)
     return None

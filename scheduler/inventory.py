@@ -74,6 +74,15 @@ class Inventory:
             lists[count][n.spec.name] = None
             n.bucket_key = (model, count)
 
+    def with_free(self, gpus: int, model: str | None = None):
+        """Schedulable nodes (of ``model``, or any) with at least ``gpus`` GPUs free, from the
+        buckets: on a busy cluster a few, where scanning every node would cost thousands."""
+        for m in ([model or ""] if model else self.buckets):
+            lists = self.buckets.get(m, ())
+            for count in range(gpus, len(lists)):
+                for name in lists[count]:
+                    yield self.nodes[name]
+
     def add(self, spec: NodeSpec) -> NodeState:
         n = NodeState(spec)
         self.nodes[spec.name] = n

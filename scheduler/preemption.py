@@ -26,6 +26,8 @@ from heapq import merge
 from itertools import islice
 from operator import itemgetter
 
+from . import victim_nodes
+from .victim_nodes import usable  # noqa: F401  (re-exported: consolidation uses it)
 from .model import PREEMPTING, PriorityClass, Workload
 from .policies import declared_left
 from .resources import CPU, GPU, MEMORY, flavor_key
@@ -52,6 +54,7 @@ class VictimIndex:
             lst.sort(key=lambda t: t[0])
         self.now = now
         self.gone: set[str] = set()
+        self._by_node: dict[str, list[Workload]] | None = None
         self._cuts: dict[tuple[str, int], int] = {}
         # (queue, rank) -> [(-declared time left, key, workload)] sorted, and the same by GPUs held
         self._by_left: dict[tuple[str, int], list[tuple[float, tuple, Workload]]] = {}
@@ -64,6 +67,18 @@ class VictimIndex:
         """``queue``'s (key, workload) pairs not stopped this cycle, in preference order."""
         gone = self.gone
         return (t for t in self.by_queue.get(queue, ()) if t[1].id not in gone)
+
+    def one_worker_by_node(self) -> dict[str, list[Workload]]:
+        """node -> the one-worker holders there that may be stopped (built once per cycle; the
+        caller skips those in ``gone``)."""
+        if self._by_node is None:
+            self._by_node = {}
+            gone = self.gone
+            for lst in self.by_queue.values():
+                for _, v in lst:
+                    if v.workers == 1 and v.id not in gone:     # (stopped ones hold nothing)
+                        self._by_node.setdefault(v.placement[0].node, []).append(v)
+        return self._by_node
 
     def eligible(self) -> set[str]:
         """Ids of all holders that may still be stopped this cycle."""
@@ -190,6 +205,9 @@ def is_swap(victim: Workload, by: Workload) -> bool:
 def why(victim: Workload, by: Workload) -> str:
     """Why ``victim`` was chosen for ``by``, in words for its owner (candidates' rules)."""
     if victim.metadata.get("moved_for") == by.id:
+        if by.workers > 1:
+            return ("moved to another node so that a multi-node job could have whole nodes "
+                    "(consolidation); it restarts from its checkpoint")
         return ("moved to another node to make room on this one for work its team is owed "
                 "(consolidation); it restarts from its checkpoint")
     if victim.queue != by.queue:
@@ -204,7 +222,8 @@ def choose(state, w: Workload, cands: list[Workload], attempt, limit: int):
 
     A single-node workload first looks node by node, with arithmetic only: the
     node that needs the fewest (then most preferred) victims to fit is tried
-    first, so the set stays small. Otherwise, and as a fallback, victims are
+    first, so the set stays small; a gang likewise looks for the whole nodes it
+    lacks (``victim_nodes``). Otherwise, and as a fallback, victims are
     released in preference order across the cluster. Either way, unnecessary
     victims are given back afterwards.
     """
@@ -212,7 +231,7 @@ def choose(state, w: Workload, cands: list[Workload], attempt, limit: int):
     if not _could_fit(state, w, cands):
         return None, []
     if w.workers == 1:
-        best = _best_node_group(state, w, cands)
+        best = victim_nodes.one_node(state, w, cands)
         if best is not None:
             placement, chosen = _greedy(state, w, best, attempt)
             if placement is not None:
@@ -221,6 +240,12 @@ def choose(state, w: Workload, cands: list[Workload], attempt, limit: int):
             # No node takes w even with all its candidates gone, and releasing work
             # elsewhere changes no other node: trying them one by one cannot succeed.
             return None, []
+    else:
+        best = victim_nodes.whole_nodes(state, w, cands)
+        if best is not None:
+            placement, chosen = _greedy(state, w, best, attempt)
+            if placement is not None:
+                return placement, chosen
     return _greedy(state, w, cands, attempt)
 
 
@@ -239,75 +264,6 @@ def _could_fit(state, w: Workload, cands: list[Workload]) -> bool:
             if not w.gpu_model or inv.nodes[a.node].spec.gpu_model == w.gpu_model:
                 missing -= len(a.gpus)
     return missing <= 0
-
-
-def usable(n, w: Workload) -> bool:
-    """May ``w`` run on node ``n`` at all (schedulable, its GPU model, its node selector)?"""
-    spec = n.spec
-    return spec.schedulable and not (w.gpu_model and spec.gpu_model != w.gpu_model) \
-        and not (w.node_selector and not n.matches(w.node_selector))
-
-
-def _best_node_group(state, w: Workload, cands: list[Workload]) -> list[Workload] | None:
-    """The victims of the node that needs the fewest, the most preferred first: per node,
-    its candidates in preference order until ``w`` fits there."""
-    inv = state.inventory
-    g, cpu, mem = w.request.get(GPU, 0), w.request.get(CPU, 0), w.request.get(MEMORY, 0)
-    # Fast path, the common case: the first node whose most preferred candidate alone makes
-    # room scores (1, [its rank]), which nothing can beat; candidates come in preference order.
-    seen: set[str] = set()
-    for v in cands:
-        for a in v.placement:
-            if a.node in seen:
-                continue
-            seen.add(a.node)
-            n = inv.nodes[a.node]
-            if not usable(n, w):
-                continue
-            per = sum(1 for b in v.placement if b.node == a.node)
-            if len(n.free_gpus) >= g and n.free_cpu >= cpu and n.free_memory >= mem:
-                continue    # fits without a victim: not a node this search is for
-            if len(n.free_gpus) + sum(len(b.gpus) for b in v.placement if b.node == a.node) >= g \
-                    and n.free_cpu + v.request.get(CPU, 0) * per >= cpu \
-                    and n.free_memory + v.request.get(MEMORY, 0) * per >= mem:
-                return [v]
-    rank = {v.id: i for i, v in enumerate(cands)}
-    groups: dict[str, list[Workload]] = {}
-    for v in cands:
-        for a in v.placement:
-            grp = groups.setdefault(a.node, [])
-            if not grp or grp[-1] is not v:
-                grp.append(v)
-    # What other queues may lose before they are back at their guarantee (reclaim stops
-    # there: _greedy skips the rest), so that a node counted as clearable really is.
-    tree = state.tree
-    spare = {q: tree.usage[q].get(GPU, 0) - tree.guaranteed[q].get(GPU, 0)
-             for q in {v.queue for v in cands if v.queue != w.queue}}
-    best = None
-    for name, grp in groups.items():
-        n = inv.nodes[name]
-        if not usable(n, w):
-            continue
-        fg, fc, fm = len(n.free_gpus), n.free_cpu, n.free_memory
-        chosen = []
-        taken: dict[str, int] = {}
-        for v in grp:
-            if fg >= g and fc >= cpu and fm >= mem:
-                break
-            if v.queue != w.queue:
-                if spare[v.queue] - taken.get(v.queue, 0) <= 0:
-                    continue
-                taken[v.queue] = taken.get(v.queue, 0) + v.request.get(GPU, 0) * v.workers
-            chosen.append(v)
-            fg += sum(len(a.gpus) for a in v.placement if a.node == name)
-            per = sum(1 for a in v.placement if a.node == name)
-            fc += v.request.get(CPU, 0) * per
-            fm += v.request.get(MEMORY, 0) * per
-        if fg >= g and fc >= cpu and fm >= mem and chosen:
-            score = (len(chosen), sorted(rank[v.id] for v in chosen))
-            if best is None or score < best[0]:
-                best = (score, chosen)
-    return None if best is None else best[1]
 
 
 def _greedy(state, w: Workload, cands: list[Workload], attempt):

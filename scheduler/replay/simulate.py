@@ -66,7 +66,7 @@ POLICIES: dict[str, Policy] = {p.name: p for p in (
            "below their guarantee first, fair share (1-day half-life) in steps, then Maui's expansion "
            "factor (wait + declared limit) / declared limit; EASY backfill on declared limits "
            "(estimates); reclaim by preemption; preempts work of the same team and rank that declares "
-           "8× more time left; moves up to 2 running jobs to clear a node for owed work",
+           "8× more time left; moves up to 4 running jobs to clear a node for owed work (per node, for a gang)",
            _cfg(backfill="reserve", preemption=True, order="priority"), True, "estimate"),
     Policy("default-age", "ComputeHub's default until 2026-12: as default, but fair share with a "
            "7-day half-life and then age (no expansion factor), no preemption for shorter work, "

@@ -125,3 +125,126 @@ def test_live_mode_moves_by_stopping_and_the_moved_work_comes_back_first(stop_or
 def test_invalid_move_limits_are_refused(bad):
     with pytest.raises(TraitError):
         EngineConfig(consolidation_moves=bad)
+
+
+# --- gangs: whole nodes cleared by moving one-node work ---------------------------------
+
+GANG_QUEUES = [{"name": "a", "guaranteed": {"gpu": 16}}, {"name": "b", "guaranteed": {"gpu": 16}}]
+
+
+def scattered(sizes=(4, 4, 4, 4, 2, 6, 2, 6), release=True, **cfg):
+    """Four 8-GPU nodes; b's jobs of ``sizes`` are placed best-fit, then every second one (the
+    fillers) ends. Default: n0 and n1 run a 4-GPU job of b (4 free each), n2 and n3 a 2-GPU
+    one (6 free each): 20 GPUs free, no node whole, b within its guarantee (12 of 16)."""
+    s = cluster(nodes=4, gpus=8, queues=GANG_QUEUES, release=release, **cfg)
+    placed = [job(s, "b", user="bob", gpus=g, now=0) for g in sizes]
+    s.cycle(now=0)
+    for filler in placed[1::2]:
+        s.mark_finished(filler.id, now=5)
+    kept = placed[0::2]
+    assert len({w.placement[0].node for w in kept}) == 4
+    return s, kept
+
+
+def test_a_gang_gets_whole_nodes_by_moving_the_smallest_work_elsewhere():
+    s, kept = scattered()
+    gang = job(s, "a", gpus=8, workers=2, now=100)
+    res = s.cycle(now=1000)
+    assert gang.state == ADMITTED
+    small = [w for w in kept if w.request["gpu"] == 2]
+    assert {v.id for v, by in res.preempted if by.id == gang.id} == {w.id for w in small}
+    gang_nodes = {a.node for a in gang.placement}
+    assert len(gang_nodes) == 2
+    for w in small:           # restarted at once on the nodes that had room
+        assert w.state == ADMITTED and w.placement[0].node not in gang_nodes
+        assert w.metadata["moved_for"] == gang.id and w.preemptions == 1
+        ev = s.events(workload_id=w.id, kinds=("preempted",))
+        assert "moved to another node" in ev[-1].reason and "whole nodes" in ev[-1].reason
+    assert all(w.state == ADMITTED and w.preemptions == 0 for w in kept if w not in small)
+    assert s.state.tree.usage["b"]["gpu"] == 12
+
+
+def test_without_consolidation_the_gang_waits():
+    s, kept = scattered(consolidation_moves=0)
+    gang = job(s, "a", gpus=8, workers=2, now=100)
+    res = s.cycle(now=1000)
+    assert gang.state == PENDING and res.preempted == []
+
+
+def test_a_gang_moves_nothing_when_the_moved_work_would_have_nowhere_to_go():
+    # Six nodes each run a 5-GPU job of b: 18 GPUs free, more than the gang's 16, but a job
+    # moved off a node it clears would need 5 free GPUs, and every other node has 3.
+    s = cluster(nodes=6, gpus=8, queues=[{"name": "a", "guaranteed": {"gpu": 16}},
+                                         {"name": "b", "guaranteed": {"gpu": 32}}])
+    held = [job(s, "b", user="bob", gpus=5, now=0) for _ in range(6)]
+    s.cycle(now=0)
+    assert len({w.placement[0].node for w in held}) == 6
+    gang = job(s, "a", gpus=8, workers=2, now=100)
+    res = s.cycle(now=1000)
+    assert gang.state == PENDING and res.preempted == []
+    assert all(w.state == ADMITTED and w.preemptions == 0 for w in held)
+
+
+def test_a_gang_is_not_moved_for_before_the_work_has_run_its_preempt_after():
+    s, kept = scattered()
+    gang = job(s, "a", gpus=8, workers=2, now=100)
+    res = s.cycle(now=300)
+    assert gang.state == PENDING and res.preempted == []
+
+
+def test_a_gang_its_quota_holds_back_moves_nothing():
+    # a may use 10 cores; a CPU job of a holds 4, and the gang asks for 8 more: a move would
+    # not let it start, so none is made.
+    s, kept = scattered()
+    s.put_queue({"name": "a", "parent": "org", "guaranteed": {"gpu": 16}, "limit": {"cpu": 10}}, now=50)
+    cpu_job = job(s, "a", gpus=0, now=50, resources={"cpu": 4})
+    s.cycle(now=50)
+    assert cpu_job.state == ADMITTED
+    gang = job(s, "a", gpus=8, workers=2, now=100, resources={"gpu": 8, "cpu": 4})
+    res = s.cycle(now=1000)
+    assert gang.state == PENDING and res.preempted == []
+    assert res.blockers[gang.id].code == "queue_limit"
+
+
+# --- moved work's room made by reclaim on another node -------------------------------------
+
+def borrowed_everywhere(c2_at=0):
+    """Three 8-GPU nodes, none free: c (no guarantee: all it runs is borrowed) runs 6 GPUs
+    beside b's 2 on one node and 2 beside b's 6 on another; d fills the third. a is owed 8.
+    Reclaim alone frees at most 6 on one node, and b's jobs have no free room to move to."""
+    s = cluster(nodes=3, gpus=8, queues=[{"name": "a", "guaranteed": {"gpu": 8}}, {"name": "b", "guaranteed": {"gpu": 8}},
+                                         {"name": "c", "guaranteed": {"gpu": 0}}, {"name": "d", "guaranteed": {"gpu": 8}}])
+    c6 = job(s, "c", user="cy", gpus=6, now=0)
+    s.cycle(now=0)
+    b2 = job(s, "b", user="bob", gpus=2, now=1)
+    s.cycle(now=1)
+    c2 = job(s, "c", user="cy", gpus=2, now=c2_at + 2)
+    s.cycle(now=c2_at + 2)
+    b6 = job(s, "b", user="bob", gpus=6, now=c2_at + 3)
+    s.cycle(now=c2_at + 3)
+    d8 = job(s, "d", user="di", gpus=8, now=c2_at + 4)
+    s.cycle(now=c2_at + 4)
+    node = {w.id: w.placement[0].node for w in (c6, b2, c2, b6, d8)}
+    assert node[c6.id] == node[b2.id] and node[c2.id] == node[b6.id] and len(set(node.values())) == 3
+    return s, c6, b2, c2, b6, d8
+
+
+def test_moved_work_lands_where_reclaim_frees_room_on_another_node():
+    s, c6, b2, c2, b6, d8 = borrowed_everywhere()
+    cleared = c6.placement[0].node
+    owed = job(s, "a", gpus=8, now=100)
+    res = s.cycle(now=1000)
+    assert owed.state == ADMITTED and owed.placement[0].node == cleared
+    assert {v.id for v, by in res.preempted if by.id == owed.id} == {c6.id, c2.id, b2.id}
+    assert b2.state == ADMITTED and b2.placement[0].node == b6.placement[0].node   # where c2 ran
+    assert b2.metadata["moved_for"] == owed.id
+    assert c6.state == PENDING and c2.state == PENDING          # borrowed: given back
+    assert b6.state == ADMITTED and d8.state == ADMITTED and b6.preemptions == d8.preemptions == 0
+    assert s.state.tree.usage["b"]["gpu"] == 8 and s.state.tree.usage["c"].get("gpu", 0) == 0
+
+
+def test_no_room_is_reclaimed_for_moved_work_from_work_too_fresh_to_stop():
+    s, c6, b2, c2, b6, d8 = borrowed_everywhere(c2_at=500)     # c2 has run 498 s of 600 at 1000
+    owed = job(s, "a", gpus=8, now=600)
+    res = s.cycle(now=1000)
+    assert owed.state == PENDING and res.preempted == []

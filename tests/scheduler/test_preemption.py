@@ -113,3 +113,30 @@ def test_reclaim_clears_the_node_that_borrowers_can_give_up_not_the_one_that_loo
     assert owed.state == ADMITTED and owed.placement[0].node == n1
     assert {v.id for v, _ in res.preempted} == {w.id for w in old_c}
     assert s.state.tree.usage["b"]["gpu"] == 3      # b untouched
+
+
+def test_an_owed_gang_reclaims_the_node_it_lacks_not_the_youngest_borrowed_work():
+    # b borrows 8 GPUs (16 of its 8): an old 8-GPU job alone on one node, and two young
+    # 4-GPU jobs that share their nodes with c's work (c is at its guarantee). a's gang of
+    # 2 × 8 is owed and one node is free. Taking the youngest first would spend b's 8 spare
+    # GPUs on the two 4-GPU jobs and clear no node; the node-wise search takes the old job.
+    s = cluster(nodes=4, gpus=8, queues=[{"name": "a", "guaranteed": {"gpu": 16}},
+                                         {"name": "b", "guaranteed": {"gpu": 8}},
+                                         {"name": "c", "guaranteed": {"gpu": 8}}])
+    old = job(s, "b", user="bob", gpus=8, now=0)
+    s.cycle(now=0)
+    young = []
+    for t in (1, 3):
+        job(s, "c", user="cy", gpus=4, now=t)
+        s.cycle(now=t)
+        young.append(job(s, "b", user="bob", gpus=4, now=t + 200))
+        s.cycle(now=t + 200)
+    nodes = {w.placement[0].node for w in young + [old]}
+    assert len(nodes) == 3 and all(w.state == ADMITTED for w in young + [old])
+    old_node = old.placement[0].node
+    gang = job(s, "a", gpus=8, workers=2, now=400)
+    res = s.cycle(now=1000)
+    assert gang.state == ADMITTED and [v.id for v, _ in res.preempted] == [old.id]
+    assert old.state == PENDING and old_node in {a.node for a in gang.placement}
+    assert all(w.state == ADMITTED for w in young)
+    assert s.state.tree.usage["b"]["gpu"] == 8          # back at its guarantee, not below
