@@ -10,9 +10,10 @@ picks one node and makes room there with
 * reclaim victims on it (borrowed capacity, exactly as reclaim may take it), and
 * at most ``EngineConfig.consolidation_moves`` workloads *moved*: preemptible one-worker
   work of a class that requeues, that has run its class's ``preempt_after`` and fits
-  elsewhere right now, with the owed job placed. A move is a restart from the last
-  checkpoint, and its queue's usage is the same after it, so no guarantee or fair share
-  changes.
+  elsewhere right now, with the owed job placed — or fits on another node once borrowed
+  work there is reclaimed too (``_rehomer``: within what the borrower may give up; on a full
+  cluster that is the only room there is). A move is a restart from the last checkpoint,
+  and its queue's usage is the same after it, so no guarantee or fair share changes.
 
 Among the nodes that work, the one moving the fewest GPUs (then fewest workloads) wins.
 
@@ -91,7 +92,8 @@ def _lenders_by_node(state, on_node, w: Workload, own_chain) -> dict[str, list[W
     tree = state.tree
     out = {}
     for name, holders in on_node.items():
-        lend = [v for v in holders if v.workers == 1 and v.queue != w.queue and tree.borrowing(v.queue, v.total, own_chain)]
+        lend = [v for v in holders
+                if v.workers == 1 and v.queue != w.queue and tree.borrowing(v.queue, v.total, own_chain)]
         if lend:
             out[name] = sorted(lend, key=lambda v: (-v.request.get(GPU, 0), v.seq))
     return out
