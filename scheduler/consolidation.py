@@ -33,7 +33,7 @@ import math
 from dataclasses import dataclass
 
 from .model import Workload
-from .preemption import usable
+from .victim_nodes import usable
 from .resources import CPU, GPU, MEMORY
 
 

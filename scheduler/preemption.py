@@ -27,7 +27,6 @@ from itertools import islice
 from operator import itemgetter
 
 from . import victim_nodes
-from .victim_nodes import usable  # noqa: F401  (re-exported: consolidation uses it)
 from .model import PREEMPTING, PriorityClass, Workload
 from .policies import declared_left
 from .resources import CPU, GPU, MEMORY, flavor_key
@@ -230,22 +229,16 @@ def choose(state, w: Workload, cands: list[Workload], attempt, limit: int):
     cands = cands[:limit]
     if not _could_fit(state, w, cands):
         return None, []
-    if w.workers == 1:
-        best = victim_nodes.one_node(state, w, cands)
-        if best is not None:
-            placement, chosen = _greedy(state, w, best, attempt)
-            if placement is not None:
-                return placement, chosen
-        elif state.inventory.place(w) is None:
-            # No node takes w even with all its candidates gone, and releasing work
-            # elsewhere changes no other node: trying them one by one cannot succeed.
-            return None, []
-    else:
-        best = victim_nodes.whole_nodes(state, w, cands)
-        if best is not None:
-            placement, chosen = _greedy(state, w, best, attempt)
-            if placement is not None:
-                return placement, chosen
+    one_node = w.workers == 1
+    best = victim_nodes.one_node(state, w, cands) if one_node else victim_nodes.whole_nodes(state, w, cands)
+    if best is not None:
+        placement, chosen = _greedy(state, w, best, attempt)
+        if placement is not None:
+            return placement, chosen
+    elif one_node and state.inventory.place(w) is None:
+        # No node takes w even with all its candidates gone, and releasing work
+        # elsewhere changes no other node: trying them one by one cannot succeed.
+        return None, []
     return _greedy(state, w, cands, attempt)
 
 
