@@ -29,6 +29,7 @@ Nothing is changed here; ``plan`` and ``plan_gang`` return what to do.
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass
 
@@ -59,30 +60,44 @@ def plan(state, index, w: Workload, quota_ok, attempt, max_moves: int, reserved)
     tree = state.tree
     own_chain = tree.chain[w.queue]
     spare = {q: tree.usage[q].get(GPU, 0) - tree.guaranteed[q].get(GPU, 0) for q in tree.guaranteed}
-    options = []
     need_gpus = w.request.get(GPU, 0)
     lenders = _lenders_by_node(state, on_node, w, own_chain)
     room_elsewhere = _most_free_elsewhere(state.inventory, lenders)
-    for name, holders in on_node.items():
+    # Nodes in order of a lower bound on the GPUs a plan there moves (what w needs beyond the
+    # free GPUs and all the GPUs of queues above their guarantee): a plan found is tried as
+    # soon as no node left could beat it. Same order as scoring every node first (ties in
+    # node order), without scoring the thousands that cannot win.
+    nodes = []
+    for pos, (name, holders) in enumerate(on_node.items()):
         n = state.inventory.nodes[name]
         held = sum(len(a.gpus) for v in holders for a in v.placement if a.node == name)
         if not usable(n, w) or n.spec.gpus < need_gpus or len(n.free_gpus) + held < need_gpus:
             continue
+        lendable = sum(len(a.gpus) for v in holders if v.queue != w.queue and spare[v.queue] > 0
+                       for a in v.placement if a.node == name)
+        nodes.append((max(0, need_gpus - len(n.free_gpus) - lendable), pos, name, holders, n, held))
+    nodes.sort(key=lambda t: t[:2])
+    found: list = []        # heap of (score, node position, evict, move)
+    i = 0
+    while found or i < len(nodes):
+        if found and (i == len(nodes) or found[0][0][0] < nodes[i][0]):
+            _, _, evict, move = heapq.heappop(found)
+            if not _movers_may_fit(state.inventory, w, evict, move, room_elsewhere):
+                continue
+            rehome = _rehomer(state, lenders, spare, evict, move[0].placement[0].node) if lenders else None
+            done = _try(state, w, evict, move, quota_ok, attempt, reserved, rehome)
+            if done is not None:
+                return done
+            continue
+        _, pos, name, holders, n, held = nodes[i]
+        i += 1
         # The most GPUs a moved workload could find: on another node now, or what is left here
         # with everything here stopped and w placed (unknown if stopping a gang frees other nodes).
         room = math.inf if any(len(v.placement) > 1 for v in holders) else \
             max(room_elsewhere(name), len(n.free_gpus) + held - need_gpus)
-        found = _room_on(n, name, holders, w, own_chain, tree, spare, max_moves, state.classes, room)
-        if found is not None:
-            options.append(found)
-    options.sort(key=lambda o: o[0])
-    for _, evict, move in options:
-        if not _movers_may_fit(state.inventory, w, evict, move, room_elsewhere):
-            continue
-        rehome = _rehomer(state, lenders, spare, evict, move[0].placement[0].node) if lenders else None
-        done = _try(state, w, evict, move, quota_ok, attempt, reserved, rehome)
-        if done is not None:
-            return done
+        option = _room_on(n, name, holders, w, own_chain, tree, spare, max_moves, state.classes, room)
+        if option is not None:
+            heapq.heappush(found, (option[0], pos, option[1], option[2]))
     return None
 
 
@@ -159,19 +174,19 @@ def plan_gang(state, index, w: Workload, attempt, moves_per_node: int, reserved)
         return None     # not short of whole nodes: held back by something else
     gone = index.gone
     options = []
-    for name, held in index.one_worker_by_node().items():
+    for name, held in index.movable_by_node(classes).items():
         n = inv.nodes[name]
         short = per - len(n.free_gpus)
         if short <= 0 or n.spec.gpus < per or not usable(n, w):
             continue
-        held = [v for v in held if v.id not in gone and classes[v.priority].requeue]
         # The largest first: the fewest moves that free what the worker needs.
         move, freed = [], 0
-        for v in sorted(held, key=lambda v: (-v.request.get(GPU, 0), v.seq)):
+        for v in held:
             if freed >= short or len(move) >= moves_per_node:
                 break
-            move.append(v)
-            freed += v.request.get(GPU, 0)
+            if v.id not in gone:
+                move.append(v)
+                freed += v.request.get(GPU, 0)
         if freed >= short:
             options.append((freed, len(move), name, move))
     if len(options) < lacking:

@@ -67,16 +67,19 @@ class VictimIndex:
         gone = self.gone
         return (t for t in self.by_queue.get(queue, ()) if t[1].id not in gone)
 
-    def one_worker_by_node(self) -> dict[str, list[Workload]]:
-        """node -> the one-worker holders there that may be stopped (built once per cycle; the
-        caller skips those in ``gone``)."""
+    def movable_by_node(self, classes) -> dict[str, list[Workload]]:
+        """node -> the one-worker holders there that may be stopped and requeue (work that
+        may be moved), the most GPUs first, then oldest submission; built once per cycle:
+        the caller skips those in ``gone``."""
         if self._by_node is None:
             self._by_node = {}
             gone = self.gone
             for lst in self.by_queue.values():
                 for _, v in lst:
-                    if v.workers == 1 and v.id not in gone:     # (stopped ones hold nothing)
+                    if v.workers == 1 and v.id not in gone and classes[v.priority].requeue:
                         self._by_node.setdefault(v.placement[0].node, []).append(v)
+            for held in self._by_node.values():
+                held.sort(key=lambda v: (-v.request.get(GPU, 0), v.seq))
         return self._by_node
 
     def eligible(self) -> set[str]:
