@@ -51,18 +51,10 @@ def plan(state, index, w: Workload, quota_ok, attempt, max_moves: int, reserved)
     quotas let it start, ``attempt()`` returns a placement for it, both in the current state."""
     if w.workers != 1 or max_moves <= 0:
         return None
-    eligible = index.eligible()
-    on_node: dict[str, list[Workload]] = {}
-    for v in state.holding.values():
-        if v.id in eligible:
-            for a in v.placement:
-                on_node.setdefault(a.node, []).append(v)
+    on_node, spare, lenders, room_elsewhere = _surroundings(state, index, w)
     tree = state.tree
     own_chain = tree.chain[w.queue]
-    spare = {q: tree.usage[q].get(GPU, 0) - tree.guaranteed[q].get(GPU, 0) for q in tree.guaranteed}
     need_gpus = w.request.get(GPU, 0)
-    lenders = _lenders_by_node(state, on_node, w, own_chain)
-    room_elsewhere = _most_free_elsewhere(state.inventory, lenders)
     # Nodes in order of a lower bound on the GPUs a plan there moves (what w needs beyond the
     # free GPUs and all the GPUs of queues above their guarantee): a plan found is tried as
     # soon as no node left could beat it. Same order as scoring every node first (ties in
@@ -99,6 +91,22 @@ def plan(state, index, w: Workload, quota_ok, attempt, max_moves: int, reserved)
         if option is not None:
             heapq.heappush(found, (option[0], pos, option[1], option[2]))
     return None
+
+
+def _surroundings(state, index, w: Workload):
+    """What every node's plan for ``w`` reads: node -> the holders there that may be stopped
+    (in the engine's holder order), each queue's GPUs above its guarantee, node -> borrowed
+    work reclaim may take (``_lenders_by_node``), and ``_most_free_elsewhere`` over them."""
+    eligible = index.eligible()
+    on_node: dict[str, list[Workload]] = {}
+    for v in state.holding.values():
+        if v.id in eligible:
+            for a in v.placement:
+                on_node.setdefault(a.node, []).append(v)
+    tree = state.tree
+    spare = {q: tree.usage[q].get(GPU, 0) - tree.guaranteed[q].get(GPU, 0) for q in tree.guaranteed}
+    lenders = _lenders_by_node(state, on_node, w, tree.chain[w.queue])
+    return on_node, spare, lenders, _most_free_elsewhere(state.inventory, lenders)
 
 
 def _lenders_by_node(state, on_node, w: Workload, own_chain) -> dict[str, list[Workload]]:

@@ -2,7 +2,8 @@
 there moves, and tries a plan once no node left could beat it. It must choose exactly what
 scoring every node first and trying the plans in score order (ties in node order) chooses.
 
-The reference below is that rule written the slow way, from the module's own steps. Two
+The reference below is that rule written the slow way, from the module's own steps (the
+same surroundings: which holders, spare and lenders; only the node order differs). Two
 identical clusters are built from one drawn recipe, since a successful plan leaves its
 victims released.
 """
@@ -14,8 +15,7 @@ from hypothesis import strategies as st
 from sched_helpers import cluster, job
 
 from scheduler import ValidationError, consolidation, preemption
-from scheduler.consolidation import (_lenders_by_node, _most_free_elsewhere, _movers_may_fit, _rehomer,
-                                     _room_on, _try)
+from scheduler.consolidation import _movers_may_fit, _rehomer, _room_on, _surroundings, _try
 from scheduler.resources import GPU
 from scheduler.victim_nodes import usable
 
@@ -23,18 +23,10 @@ HOUR = 3600.0
 
 
 def reference(state, index, w, max_moves):
-    eligible = {v.id for lst in index.by_queue.values() for _, v in lst}
-    on_node = {}
-    for v in state.holding.values():
-        if v.id in eligible:
-            for a in v.placement:
-                on_node.setdefault(a.node, []).append(v)
+    on_node, spare, lenders, room_elsewhere = _surroundings(state, index, w)
     tree = state.tree
     own_chain = tree.chain[w.queue]
-    spare = {q: tree.usage[q].get(GPU, 0) - tree.guaranteed[q].get(GPU, 0) for q in tree.guaranteed}
     need = w.request.get(GPU, 0)
-    lenders = _lenders_by_node(state, on_node, w, own_chain)
-    room_elsewhere = _most_free_elsewhere(state.inventory, lenders)
     options = []
     for name, holders in on_node.items():
         n = state.inventory.nodes[name]
