@@ -1,6 +1,6 @@
 """End-to-end job throughput: Slurm and ComputeHub side by side on this machine.
 
-    python bench/slurm.py                          # 2,000 jobs per phase, 3 runs each, both systems (~20 min)
+    python bench/slurm.py                          # 2,000 jobs per phase, 3 runs each, both systems (~12 min)
     python bench/slurm.py --repeat 1 --jobs 300 --phases trivial:1,gpu:4
     python bench/slurm.py --only slurm
 
