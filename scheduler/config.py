@@ -23,8 +23,7 @@ class EngineConfig(Configurable):
     order = Enum(
         ["priority", "fifo", "sjf", "srtf", "las"], default_value="priority", config=True,
         help="""Order of pending work. 'priority': class rank, then queues that use less
-        than their guarantee before the others (their work up to the guarantee; what lies
-        beyond ranks among borrowers), then fair share (in steps of fair_share_band),
+        than their guarantee before the others, then fair share (in steps of fair_share_band),
         then the expansion factor (expansion_order), then age.
         'fifo': submission order. 'sjf': shortest declared time limit first (replay studies).
         'srtf': class rank, then shortest declared limit minus time already run; preemptive.

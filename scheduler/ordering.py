@@ -1,8 +1,7 @@
 """In what order pending work is considered: the engine's ``order`` (EngineConfig.order).
 
-'priority' (the default): class rank, queues below their guarantee first (their work up
-to the guarantee; the rest ranks among borrowers), fair share in steps, Maui's expansion
-factor, then age. The others ('fifo', 'sjf', and the service orders
+'priority' (the default): class rank, queues below their guarantee first, fair share in
+steps, Maui's expansion factor, then age. The others ('fifo', 'sjf', and the service orders
 of ``policies``) exist for trace replay. Pure given (state, config, fair share, now).
 """
 
@@ -76,37 +75,4 @@ def _by_policy(st, cfg, fs, now: float) -> list[Workload]:
             u = ushare[q].get(w.user)
             return (lead[q][w.priority], -xf, qshare[q], u if u is not None else user_share(q, w.user), w.seq)
 
-    keyed = [(key(w), w) for w in pending]
-    keyed.sort(key=_key_of)
-    if not all(over.values()) and _rank_beyond_guarantee(keyed, tree, over):
-        keyed.sort(key=_key_of)
-    return [w for _, w in keyed]
-
-
-def _key_of(pair):
-    return pair[0]
-
-
-def _rank_beyond_guarantee(keyed: list, tree, over: dict) -> bool:
-    """Rank, among the borrowers, the work of a queue below its guarantee that its earlier
-    work (in this order) would already take to its guarantee: once that has started, the
-    rest would borrow, and must not go before work other queues are owed. Work that would
-    not fit in what is left of the guarantee is not counted (it may well not start).
-    Rewrites the keys in place; True if any changed."""
-    room = {q: {k: v - tree.usage[q].get(k, 0) for k, v in tree.guaranteed[q].items()}
-            for q, o in over.items() if not o}
-    changed = False
-    for i, (k, w) in enumerate(keyed):
-        left = room.get(w.queue)
-        if left is None:
-            continue
-        if not any(v > 0 for v in left.values()):
-            lead = k[0]
-            keyed[i] = (((lead[0], True, lead[2]),) + k[1:], w)
-            changed = True
-            continue
-        total = w.total
-        if all(total.get(r, 0) <= v for r, v in left.items()):
-            for r in left:
-                left[r] -= total.get(r, 0)
-    return changed
+    return sorted(pending, key=key)

@@ -35,34 +35,6 @@ def test_within_guarantee_and_borrowing():
     assert s.state.tree.usage["a"]["gpu"] == 6
 
 
-def test_work_beyond_what_its_queue_is_owed_is_ranked_among_borrowers():
-    # Both teams below their guarantee (8 each) and a's work older: a's first 8 take its
-    # guarantee, so the rest of a's would borrow and goes behind b's owed work. Without
-    # that, a's 16 all started and b waited for a reclaim (its work's preempt_after).
-    s = cluster(nodes=2, gpus=8)
-    a_jobs = [job(s, "a", gpus=1, now=i) for i in range(16)]
-    b_jobs = [job(s, "b", user="bob", gpus=1, now=100 + i) for i in range(8)]
-    assert [w.id for w in s.engine.order()] == [w.id for w in a_jobs[:8] + b_jobs + a_jobs[8:]]
-    res = s.cycle(now=200)
-    assert res.preempted == []
-    assert {w.id for w in res.admitted} == {w.id for w in a_jobs[:8] + b_jobs}
-    assert s.state.tree.usage["a"]["gpu"] == 8 and s.state.tree.usage["b"]["gpu"] == 8
-    # What b is not owed is still lent in the same cycle, in a's own order: nothing idles.
-    s2 = cluster(nodes=2, gpus=8)
-    a2 = [job(s2, "a", gpus=1, now=i) for i in range(16)]
-    b2 = [job(s2, "b", user="bob", gpus=1, now=100 + i) for i in range(3)]
-    res = s2.cycle(now=200)
-    assert [w.id for w in res.admitted] == [w.id for w in a2[:8] + b2 + a2[8:13]]
-    assert s2.state.tree.usage["a"]["gpu"] == 13
-    # Work larger than what is left of the guarantee is not counted (it may not start): after
-    # a 2 x 8 gang (a has 8 left), a's small work is still ranked as owed.
-    s3 = cluster(nodes=2, gpus=8)
-    gang = job(s3, "a", gpus=8, workers=2, now=0)
-    small = job(s3, "a", gpus=1, now=1)
-    other = job(s3, "b", user="bob", gpus=1, now=2)
-    assert [w.id for w in s3.engine.order()] == [gang.id, small.id, other.id]
-
-
 def test_non_preemptible_work_runs_only_inside_guarantee():
     s = cluster(nodes=1, gpus=8, queues=[{"name": "a", "guaranteed": {"gpu": 2}},
                                           {"name": "b", "guaranteed": {"gpu": 2}}])
