@@ -127,6 +127,21 @@ def median_of(runs: list[dict]) -> dict:
     return out
 
 
+def run_phases(results: dict, system: str, scheduler: str, phases, repeat: int, run_one) -> None:
+    """Each phase ``repeat`` times on one system (``run_one(submitters, gpu, tag)``), every
+    run printed, the medians kept under ``results["phases"][name][system]``."""
+    for kind, k in phases:
+        name = f"{kind}-{k}sub"
+        runs = []
+        for i in range(repeat):
+            r = run_one(k, kind == "gpu", f"b{name}r{i}")
+            runs.append(r)
+            print(f"  {system} {name} run {i + 1}: {r['submit_rate']:.0f} subm/s, {r['start_rate']:.0f} "
+                  f"started/s, all done {r['all_done_s']:.1f} s, {scheduler} {r['scheduler_cpu_s']:.1f} CPU s",
+                  flush=True)
+        results["phases"][name][system] = median_of(runs)
+
+
 def _epoch(text: str) -> float:
     return dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S").timestamp()
 
@@ -199,34 +214,19 @@ def main(argv=None) -> int:
                "jobs": args.jobs, "repeat": args.repeat, "nodes": args.nodes, "gpus_per_node": 8,
                "launcher_poll_s": args.poll,
                "computehub_path": "REST API through the hub's proxy; local launcher", "phases": {}}
-    names = [f"{k}-{n}sub" for k, n in phases]
-    for name in names:
-        results["phases"][name] = {"jobs": args.jobs}
+    for kind, k in phases:
+        results["phases"][f"{kind}-{k}sub"] = {"jobs": args.jobs}
     if args.only != "computehub":
         with tempfile.TemporaryDirectory(prefix="chbench-slurm-") as d, SlurmCluster(Path(d), args.nodes) as c:
             print(f"Slurm up: {args.nodes} nodes × 8 GPUs", flush=True)
-            for name, (kind, k) in zip(names, phases):
-                runs = []
-                for i in range(args.repeat):
-                    r = slurm_phase(c, args.jobs, k, kind == "gpu", f"b{name}r{i}")
-                    runs.append(r)
-                    print(f"  slurm {name} run {i + 1}: {r['submit_rate']:.0f} subm/s, {r['start_rate']:.0f} "
-                          f"started/s, all done {r['all_done_s']:.1f} s, slurmctld {r['scheduler_cpu_s']:.1f} CPU s",
-                          flush=True)
-                results["phases"][name]["slurm"] = median_of(runs)
+            run_phases(results, "slurm", "slurmctld", phases, args.repeat,
+                       lambda k, gpu, tag: slurm_phase(c, args.jobs, k, gpu, tag))
     if args.only != "slurm":
         with tempfile.TemporaryDirectory(prefix="chbench-ch-") as d, \
                 ComputeHubSide(Path(d), args.nodes, poll=args.poll) as ch:
             print(f"ComputeHub up: {args.nodes} nodes × 8 GPUs (simulated), launcher poll {args.poll:g} s", flush=True)
-            for name, (kind, k) in zip(names, phases):
-                runs = []
-                for i in range(args.repeat):
-                    r = ch.phase(args.jobs, k, kind == "gpu", f"b{name}r{i}")
-                    runs.append(r)
-                    print(f"  computehub {name} run {i + 1}: {r['submit_rate']:.0f} subm/s, {r['start_rate']:.0f} "
-                          f"started/s, all done {r['all_done_s']:.1f} s, service {r['scheduler_cpu_s']:.1f} CPU s",
-                          flush=True)
-                results["phases"][name]["computehub"] = median_of(runs)
+            run_phases(results, "computehub", "service", phases, args.repeat,
+                       lambda k, gpu, tag: ch.phase(args.jobs, k, gpu, tag))
     print(report(results))
     out = Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)

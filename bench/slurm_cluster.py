@@ -172,10 +172,7 @@ PartitionName=bench Nodes=ALL Default=YES MaxTime=INFINITE State=UP
                     pass
                 p.wait(5)
         if self.munged_pid:
-            try:
-                os.kill(self.munged_pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+            _stop_daemon(self.munged_pid)
             self.munged_pid = None
 
     def __enter__(self) -> "SlurmCluster":
@@ -187,3 +184,21 @@ PartitionName=bench Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def _stop_daemon(pid: int, timeout: float = 10.0) -> None:
+    """SIGTERM a daemon that is not our child (munged forks away) and wait until it is gone:
+    it removes its socket and pid file on the way out, which would race the removal of its
+    folder. SIGKILL if it outlives ``timeout`` seconds."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.05)
