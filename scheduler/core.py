@@ -278,18 +278,21 @@ class Scheduler(SubmissionsMixin):
         now = self._now(now)
         res = self.engine.cycle(now)
         with self._tx():
+            for v, _ in res.preempted:
+                if v.state in TERMINAL:         # released at once (replay) and not requeued
+                    v.ended_at = now
+            # One write for all: with victims released at once (replay), their GPUs may go to
+            # work admitted in this cycle, and moved work may land where other moved work was.
+            self.store.put_workloads([v for v, _ in res.preempted] + res.admitted)
             for v, by in res.preempted:
-                self.store.put_workload(v)
                 self._event(now, "preempted", v, f"preempted by {by.id} ({by.priority}, queue {by.queue}): "
                             f"{preemption.why(v, by)}",
                             preemptor=by.id, placement=[a.to_dict() for a in v.placement])
                 if v.state != PREEMPTING:      # released at once (replay)
                     self.store.close_allocation(v.id, now)
                     if v.state in TERMINAL:
-                        v.ended_at = now
                         self.state.workloads.pop(v.id, None)
             for w in res.admitted:
-                self.store.put_workload(w)
                 self.store.open_allocation(Allocation(w.id, w.user, w.queue, w.flavor, w.gpus, now))
                 self._event(now, "admitted", w, "", placement=[a.to_dict() for a in w.placement])
             self.store.put_fairshare(now, self.engine.fairshare.snapshot())

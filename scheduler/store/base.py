@@ -61,6 +61,14 @@ class Store:
         (a durable store refuses a GPU held by two workloads)."""
         raise NotImplementedError
 
+    def put_workloads(self, ws: list[Workload]) -> None:
+        """``put_workload`` for several workloads as one change of GPU assignments: a GPU that
+        passes from one of them to another (a victim's to the work that takes it, or one
+        moved workload's to another) is never seen held twice. A workload given twice is
+        written once, as last given."""
+        for w in {w.id: w for w in ws}.values():
+            self.put_workload(w)
+
     def add_new_workloads(self, ws: list[Workload]) -> None:
         """Insert workloads just submitted (pending, holding nothing) in one go; an id
         already stored is refused, never overwritten."""

@@ -7,10 +7,11 @@ the differences are what durability adds:
 - every write must happen inside ``transaction()`` (one database transaction:
   commit on normal exit, rollback on an exception; nested calls join the outer
   one); a write outside one raises ``RuntimeError``;
-- ``put_workload`` keeps ``gpu_assignments`` in step with the placement of a
-  workload that holds resources, and the table's primary key (node, gpu index)
-  refuses a GPU held by two workloads: the ``IntegrityError`` propagates and
-  the transaction rolls back;
+- ``put_workload`` (``put_workloads`` for several, all their old assignments
+  removed before any new one is written) keeps ``gpu_assignments`` in step with
+  the placement of a workload that holds resources, and the table's primary key
+  (node, gpu index) refuses a GPU held by two workloads: the ``IntegrityError``
+  propagates and the transaction rolls back;
 - ``load()`` lists queues, priority classes and nodes ordered by name;
   objects returned are fresh copies, never shared with the store.
 
@@ -189,18 +190,24 @@ class SqlStore(Store):
         self._delete_spec(T.nodes, name)
 
     def put_workload(self, w: Workload) -> None:
+        self.put_workloads([w])
+
+    def put_workloads(self, ws: list[Workload]) -> None:
+        ws = list({w.id: w for w in ws}.values())      # once each, as last given
+        if not ws:
+            return
         conn = self._w()
-        conn.execute(self._upsert(T.workloads, ("id",)), {
+        conn.execute(self._upsert(T.workloads, ("id",)), [{
             "id": w.id, "seq": w.seq, "user": w.user, "queue": w.queue, "kind": w.kind,
             "priority": w.priority, "state": w.state, "submitted_at": w.submitted_at,
-            "data": w.to_dict()})
+            "data": w.to_dict()} for w in ws])
+        # Every old assignment goes before any new one is written.
         ga = T.gpu_assignments
-        conn.execute(delete(ga).where(ga.c.workload_id == w.id))
-        if w.state in HOLDING:
-            rows = [{"node": a.node, "gpu_index": i, "workload_id": w.id}
-                    for a in w.placement for i in a.gpus]
-            if rows:
-                conn.execute(insert(ga), rows)    # a GPU already held raises IntegrityError
+        conn.execute(delete(ga).where(ga.c.workload_id.in_([w.id for w in ws])))
+        rows = [{"node": a.node, "gpu_index": i, "workload_id": w.id}
+                for w in ws if w.state in HOLDING for a in w.placement for i in a.gpus]
+        if rows:
+            conn.execute(insert(ga), rows)    # a GPU already held raises IntegrityError
 
     def add_new_workloads(self, ws: list[Workload]) -> None:
         # One multi-row INSERT (no upsert: an id already stored raises IntegrityError).

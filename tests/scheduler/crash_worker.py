@@ -104,8 +104,8 @@ def spec(rng: random.Random, small: bool = False) -> dict:
     return d
 
 
-WRITES = ("put_workload", "add_event", "open_allocation", "close_allocation", "put_fairshare",
-          "put_node", "put_queue", "put_class")
+WRITES = ("put_workload", "put_workloads", "add_event", "open_allocation", "close_allocation",
+          "put_fairshare", "put_node", "put_queue", "put_class")
 
 
 def die_at_write(store: SqlStore, n: int, anywhere: bool, in_cycle: list[bool]) -> None:

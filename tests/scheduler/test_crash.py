@@ -298,7 +298,7 @@ def busy(url: str, release: bool) -> tuple[Scheduler, float]:
     return s, 10.0
 
 
-FAILURES = [("put_workload", 1), ("open_allocation", 3), ("add_event", 3), ("put_fairshare", 1)]
+FAILURES = [("put_workloads", 1), ("open_allocation", 3), ("add_event", 3), ("put_fairshare", 1)]
 
 
 @pytest.mark.parametrize("release", [False, True], ids=["wait", "release"])
