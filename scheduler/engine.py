@@ -133,11 +133,14 @@ class Engine(MakingRoom):
         reserved: dict = {}
         shadow: float | None = math.inf
         strict: Workload | None = None
-        # A reservation never holds back work another queue is owed (within its guarantee), and one
-        # for work larger than its queue's whole guarantee (it can only ever borrow) holds back no
-        # owed work. Nor does one whose holder would have to borrow now (its queue's usage plus its
-        # request is beyond the guarantee) while other queues borrow: that would keep its own team
-        # below its guarantee, the difference lent out, for a job that is not owed.
+        # Work larger than its queue's whole guarantee (it can only ever borrow) holds no reservation
+        # while other queues are guaranteed GPUs: it would keep GPUs idle for work owed none of them
+        # (QueueTree.borrows_only). A reservation never holds back work another queue is owed
+        # (within its guarantee); one for work larger than its queue's guarantee, where no other
+        # queue is guaranteed GPUs, holds back no owed work at all. Nor does one whose holder would
+        # have to borrow now (its queue's usage plus its request is beyond the guarantee) while
+        # other queues borrow: that would keep its own team below its guarantee, the difference
+        # lent out, for a job that is not owed.
         rsv_queues: set[str] = set()
         # The walk reaches every pending workload; most of a long tail ends at a remembered
         # verdict, so what it looks up on the way is bound to locals here.
@@ -196,7 +199,7 @@ class Engine(MakingRoom):
                 if backfill_mode == "none":
                     strict = w
                 elif backfill_mode == "reserve" and len(res.reservations) < n_reservations \
-                        and out.code == CAPACITY:
+                        and out.code == CAPACITY and not st.tree.borrows_only(w.queue, w.total):
                     r = backfill.reserve(st.inventory, list(st.holding.values()), w, now, reserved)
                     res.reservations.append(r)
                     tree = st.tree

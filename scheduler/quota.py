@@ -74,6 +74,7 @@ class QueueTree:
             else:
                 self.reserved[n] = {}
         self.reserved_keys = sorted({k for r in self.reserved.values() for k in r})
+        self._guaranteed_elsewhere: dict[str, bool] = {}    # borrows_only's memo (specs are fixed)
         self.usage: dict[str, dict[str, int]] = {n: {} for n in self.specs}
         self.user_usage: dict[tuple[str, str], dict[str, int]] = {}
         # Held by work that is being preempted: still allocated, but already on its way out.
@@ -97,6 +98,20 @@ class QueueTree:
 
     def is_leaf(self, name: str) -> bool:
         return not self.children.get(name)
+
+    def borrows_only(self, queue: str, total: dict[str, int]) -> bool:
+        """Does ``total`` need more GPUs than leaf ``queue``'s whole guarantee while GPUs are
+        guaranteed to some queue outside its chain? Such work only ever runs on GPUs that other
+        queues leave free (and may reclaim)."""
+        need = total.get(GPU, 0)
+        if need <= self.guaranteed[queue].get(GPU, 0):
+            return False
+        elsewhere = self._guaranteed_elsewhere.get(queue)
+        if elsewhere is None:
+            chain = self.chain[queue]
+            elsewhere = self._guaranteed_elsewhere[queue] = any(
+                g.get(GPU, 0) > 0 for q, g in self.guaranteed.items() if self.is_leaf(q) and q not in chain)
+        return elsewhere
 
     def require_leaf(self, name: str) -> QueueSpec:
         spec = self.specs.get(name)

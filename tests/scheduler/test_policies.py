@@ -111,17 +111,38 @@ def test_a_queue_below_its_guarantee_goes_before_borrowers():
 
 
 def test_a_borrowers_reservation_does_not_hold_back_another_queues_guarantee():
-    # b's 8-GPU job borrows (b is guaranteed 4) and reserves the node; a's job fits in a's
-    # guarantee and starts at once on what the reservation would have kept idle.
+    # b's 4-GPU job would borrow (b is guaranteed 4 and runs 2) and reserves the node; a's job
+    # fits in a's guarantee and starts at once on what the reservation would have kept idle.
     s = cluster(nodes=1, gpus=8, backfill="reserve")
-    running = job(s, "b", gpus=2, time_limit=1_000, now=0)
+    running = [job(s, "b", gpus=2, time_limit=1_000, now=0), job(s, "a", gpus=3, time_limit=1_000, now=0)]
     s.cycle(now=0)
-    big = job(s, "b", gpus=8, now=1)
-    mine = job(s, "a", gpus=4, now=2)
+    big = job(s, "b", gpus=4, now=1)
+    mine = job(s, "a", gpus=1, time_limit=50_000, now=2)      # ends after the reservation's start
     res = s.cycle(now=3)
     assert res.reservations and res.reservations[0].workload is big
     assert [w.id for w in res.admitted] == [mine.id]
-    assert running.state == ADMITTED and big.state == PENDING
+    assert all(w.state == ADMITTED for w in running) and big.state == PENDING
+
+
+@pytest.mark.parametrize("guaranteed", [True, False])
+def test_work_larger_than_its_queues_guarantee_holds_no_reservation_while_others_are_guaranteed(guaranteed):
+    # 2 nodes x 8 GPUs. a's 2 x 8 gang is first in line and blocked: b's job holds half of n0.
+    # With a and b guaranteed 8 each, the gang can only ever run on GPUs b leaves free: it holds
+    # no reservation, and b's borrowing 8-GPU job (it ends after the gang could start) takes n1.
+    # Where no queue is guaranteed anything, EASY backfill reserves for the gang as for any head.
+    queues = [{"name": q, **({"guaranteed": {"gpu": 8}} if guaranteed else {})} for q in ("a", "b")]
+    s = cluster(nodes=2, gpus=8, backfill="reserve", expansion_order=False, queues=queues)
+    job(s, "b", user="bob", gpus=4, time_limit=1_000, now=0)
+    s.cycle(now=0)
+    gang = job(s, "a", gpus=8, workers=2, time_limit=1_000, now=1)
+    later = job(s, "b", user="bob", gpus=8, time_limit=50_000, now=2)
+    res = s.cycle(now=3)
+    assert gang.state == PENDING and res.blockers[gang.id].code == "capacity"
+    if guaranteed:
+        assert res.reservations == [] and later.state == ADMITTED
+    else:
+        assert [r.workload for r in res.reservations] == [gang]
+        assert later.state == PENDING and res.blockers[later.id].code == "reserved"
 
 
 @pytest.mark.parametrize("b_borrows", [True, False])
