@@ -17,8 +17,8 @@ class EngineConfig(Configurable):
         get when running work ends at its declared time limit; others start on the rest,
         or on the reserved capacity if their own declared time limit ends before then.
         Work larger than its queue's whole guarantee reserves nothing while other queues
-        are guaranteed GPUs (it only ever runs on what they leave free); the first blocked
-        workload its guarantee can hold reserves instead.
+        are guaranteed GPUs (it only ever runs on what they leave free) and consolidation
+        is on; the first blocked workload its guarantee can hold reserves instead.
         'skip': anything that fits starts. 'none': strict order, nothing passes.""")
     preemption = Bool(
         True, config=True,

@@ -133,14 +133,12 @@ class Engine(MakingRoom):
         reserved: dict = {}
         shadow: float | None = math.inf
         strict: Workload | None = None
-        # Work larger than its queue's whole guarantee (it can only ever borrow) holds no reservation
-        # while other queues are guaranteed GPUs: it would keep GPUs idle for work owed none of them
-        # (QueueTree.borrows_only). A reservation never holds back work another queue is owed
-        # (within its guarantee); one for work larger than its queue's guarantee, where no other
-        # queue is guaranteed GPUs, holds back no owed work at all. Nor does one whose holder would
-        # have to borrow now (its queue's usage plus its request is beyond the guarantee) while
-        # other queues borrow: that would keep its own team below its guarantee, the difference
-        # lent out, for a job that is not owed.
+        # Some blocked work holds no reservation at all (may_reserve). A reservation never holds
+        # back work another queue is owed (within its guarantee), and one for work larger than its
+        # queue's whole guarantee (it can only ever borrow) holds back no owed work at all. Nor does
+        # one whose holder would have to borrow now (its queue's usage plus its request is beyond
+        # the guarantee) while other queues borrow: that would keep its own team below its
+        # guarantee, the difference lent out, for a job that is not owed.
         rsv_queues: set[str] = set()
         # The walk reaches every pending workload; most of a long tail ends at a remembered
         # verdict, so what it looks up on the way is bound to locals here.
@@ -199,7 +197,7 @@ class Engine(MakingRoom):
                 if backfill_mode == "none":
                     strict = w
                 elif backfill_mode == "reserve" and len(res.reservations) < n_reservations \
-                        and out.code == CAPACITY and not st.tree.borrows_only(w.queue, w.total):
+                        and out.code == CAPACITY and self.may_reserve(w):
                     r = backfill.reserve(st.inventory, list(st.holding.values()), w, now, reserved)
                     res.reservations.append(r)
                     tree = st.tree
@@ -209,6 +207,16 @@ class Engine(MakingRoom):
                         rsv_queues.add(w.queue)
                     backfill.merge(reserved, r.nodes)
                     shadow = None if (shadow is None or r.shadow is None) else min(shadow, r.shadow)
+
+    def may_reserve(self, w: Workload) -> bool:
+        """May blocked ``w`` hold a backfill reservation? Not when it is larger than its queue's
+        whole guarantee while other queues are guaranteed GPUs (``QueueTree.borrows_only``): it
+        only ever runs on what they leave free, and holding nodes idle for it keeps them from
+        work that could run. Unless consolidation is off: then a reservation is what lets a
+        gang's nodes empty at all."""
+        cfg = self.config
+        return not (cfg.consolidation_moves > 0 and cfg.order == "priority"
+                    and self.state.tree.borrows_only(w.queue, w.total))
 
     def _known_to_fail(self, w: Workload, cls: PriorityClass, shape: tuple, rsv, res: CycleResult) -> bool:
         """Fast path for a long tail of pending work: its shape already failed to place

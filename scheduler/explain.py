@@ -66,8 +66,8 @@ def explain(sched, w: Workload, now: float) -> dict:
 
 def _borrow_only(sched, w: Workload) -> str:
     """Why work larger than its queue's guarantee waits longer than its place in line
-    suggests (it is ordered after what other queues are owed, holds no backfill reservation
-    while they are guaranteed GPUs, and may be reclaimed)."""
+    suggests (it is ordered after what other queues are owed, may hold no backfill reservation,
+    ``Engine.may_reserve``, and may be reclaimed)."""
     need = w.total.get(GPU, 0)
     guaranteed = sched.state.tree.guaranteed[w.queue].get(GPU, 0)
     if need <= guaranteed:
@@ -76,7 +76,7 @@ def _borrow_only(sched, w: Workload) -> str:
     back = ", and they may take them back" if sched.config.preemption and cls is not None \
         and cls.preemptible else ""
     has = f"is guaranteed {fmt_amount(GPU, guaranteed)}" if guaranteed else "has no guaranteed GPUs"
-    held = " (none are held for it)" if sched.state.tree.borrows_only(w.queue, w.total) else ""
+    held = "" if sched.engine.may_reserve(w) else " (none are held for it)"
     return (f"; it needs {fmt_amount(GPU, need)} GPUs and queue {w.queue} {has}, so it runs only on GPUs "
             f"other queues leave free{held}, after the work they are owed{back}")
 

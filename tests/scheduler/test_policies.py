@@ -124,21 +124,24 @@ def test_a_borrowers_reservation_does_not_hold_back_another_queues_guarantee():
     assert all(w.state == ADMITTED for w in running) and big.state == PENDING
 
 
-@pytest.mark.parametrize("guaranteed", [True, False])
-def test_work_larger_than_its_queues_guarantee_holds_no_reservation_while_others_are_guaranteed(guaranteed):
+@pytest.mark.parametrize("setting", ["guarantees", "no guarantees", "no consolidation"])
+def test_work_larger_than_its_queues_guarantee_holds_no_reservation_while_others_are_guaranteed(setting):
     # 2 nodes x 8 GPUs. a's 2 x 8 gang is first in line and blocked: b's job holds half of n0.
     # With a and b guaranteed 8 each, the gang can only ever run on GPUs b leaves free: it holds
     # no reservation, and b's borrowing 8-GPU job (it ends after the gang could start) takes n1.
-    # Where no queue is guaranteed anything, EASY backfill reserves for the gang as for any head.
+    # Where no queue is guaranteed anything, or consolidation (which can clear whole nodes for a
+    # gang) is off, EASY backfill reserves for the gang as for any head.
+    guaranteed = setting != "no guarantees"
     queues = [{"name": q, **({"guaranteed": {"gpu": 8}} if guaranteed else {})} for q in ("a", "b")]
-    s = cluster(nodes=2, gpus=8, backfill="reserve", expansion_order=False, queues=queues)
+    moves = {"consolidation_moves": 0} if setting == "no consolidation" else {}
+    s = cluster(nodes=2, gpus=8, backfill="reserve", expansion_order=False, queues=queues, **moves)
     job(s, "b", user="bob", gpus=4, time_limit=1_000, now=0)
     s.cycle(now=0)
     gang = job(s, "a", gpus=8, workers=2, time_limit=1_000, now=1)
     later = job(s, "b", user="bob", gpus=8, time_limit=50_000, now=2)
     res = s.cycle(now=3)
     assert gang.state == PENDING and res.blockers[gang.id].code == "capacity"
-    if guaranteed:
+    if setting == "guarantees":
         assert res.reservations == [] and later.state == ADMITTED
     else:
         assert [r.workload for r in res.reservations] == [gang]
