@@ -31,6 +31,7 @@ import datetime as dt
 import json
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -206,6 +207,9 @@ def main(argv=None) -> int:
     ap.add_argument("--poll", type=float, default=0.05, help="the ComputeHub launcher's poll interval (s)")
     ap.add_argument("--json", metavar="FILE", default=str(RESULTS / "slurm.json"))
     args = ap.parse_args(argv)
+    # Stopped with SIGTERM (kill, timeout), leave through the with-blocks below, which stop the
+    # daemons this run started; otherwise slurmctld, the slurmds and munged stayed behind.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     phases = parse_phases(args.phases)
     if args.repeat < 1 or args.jobs < 1:
         raise SystemExit("bench/slurm.py: --repeat and --jobs must be at least 1")

@@ -66,8 +66,8 @@ def explain(sched, w: Workload, now: float) -> dict:
 
 def _borrow_only(sched, w: Workload) -> str:
     """Why work larger than its queue's guarantee waits longer than its place in line
-    suggests (it is ordered after what other queues are owed, may hold no backfill reservation,
-    ``Engine.may_reserve``, and may be reclaimed)."""
+    suggests (it is ordered after what other queues are owed, may hold no backfill reservation
+    (``Engine.may_reserve``) and may be reclaimed)."""
     need = w.total.get(GPU, 0)
     guaranteed = sched.state.tree.guaranteed[w.queue].get(GPU, 0)
     if need <= guaranteed:

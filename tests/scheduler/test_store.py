@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
+from scheduler import EngineConfig, Scheduler
 from scheduler import model as M
 from scheduler.model import (ADMITTED, FINISHED, PENDING, PREEMPTING, RUNNING, Allocation,
                              Assignment, Event, IdlePolicy, NodeSpec, PriorityClass, QueueSpec,
@@ -492,14 +493,11 @@ def test_newest_events_first_with_a_limit(store_url):
         assert store.last_event_id() == 5
 
 
-
 def test_a_cycle_whose_moved_work_lands_where_other_moved_work_was_is_stored(store_url):
     # Victims released at once (release_on_preempt, as in replay). A 2 x 4 gang gets n0 and n1
     # by moving x off n0 and y off n1 (consolidation); the GPU it leaves on n1 is y's old GPU 7,
     # and best fit puts x there, y on n2. Stored one workload after another, x's new GPU was
     # written while y still held it, and the database refused the whole cycle.
-    from scheduler import EngineConfig, Scheduler
-
     s = Scheduler(SqlStore(store_url), config=EngineConfig(release_on_preempt=True, preempt_for_shorter=0))
     for n in ("n0", "n1", "n2"):
         s.put_node({"name": n, "gpus": 8, "cpu": 64, "memory": "256Gi", "labels": {"slot": n}}, now=0)
@@ -539,3 +537,4 @@ def test_a_cycle_whose_moved_work_lands_where_other_moved_work_was_is_stored(sto
         assert len(rows) == 24
     finally:
         stored.close()
+        s.store.close()
