@@ -81,7 +81,8 @@ class EngineConfig(Configurable):
         work of a class that requeues, that has run its class's preempt_after and fits
         elsewhere now (or once borrowed work there is reclaimed too); it restarts from its
         checkpoint and its queue's usage does not change. For a gang (multi-worker work its
-        quotas let start) that lacks whole nodes, the most moved off each node it clears.
+        quotas let start) that lacks whole nodes, the most moved off each node it clears
+        (with the borrowed work there reclaimed too when the gang is owed).
         0 = never move work.""")
     max_victims_tried = Integer(
         256, config=True,

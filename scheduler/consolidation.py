@@ -17,14 +17,9 @@ picks one node and makes room there with
 
 Among the nodes that work, the one moving the fewest GPUs (then fewest workloads) wins.
 
-A gang (multi-worker work) needs whole nodes, and on a busy cluster one-node jobs keep
-landing on every node that frees up: its free GPUs are there in total but scattered.
-``plan_gang`` clears the nodes it lacks by moving up to ``consolidation_moves`` one-node
-jobs off each (the same kind of work a one-node plan may move) to free GPUs elsewhere,
-choosing the nodes that need the fewest GPUs moved. It asks that the gang's quotas let it
-start (a move changes no queue's usage) but not that it be owed.
+Gangs (multi-worker work) get whole nodes cleared the same way: ``gang_consolidation``.
 
-Nothing is changed here; ``plan`` and ``plan_gang`` return what to do.
+Nothing is changed here; ``plan`` returns what to do.
 """
 
 from __future__ import annotations
@@ -76,7 +71,7 @@ def plan(state, index, w: Workload, quota_ok, attempt, max_moves: int, reserved)
             _, _, evict, move = heapq.heappop(found)
             if not _movers_may_fit(state.inventory, w, evict, move, room_elsewhere):
                 continue
-            rehome = _rehomer(state, lenders, spare, evict, move[0].placement[0].node) if lenders else None
+            rehome = _rehomer(state, lenders, spare, evict, {move[0].placement[0].node}) if lenders else None
             done = _try(state, w, evict, move, quota_ok, attempt, reserved, rehome)
             if done is not None:
                 return done
@@ -122,10 +117,10 @@ def _lenders_by_node(state, on_node, w: Workload, own_chain) -> dict[str, list[W
     return out
 
 
-def _rehomer(state, lenders, spare, evict, cleared: str):
+def _rehomer(state, lenders, spare, evict, cleared: set[str]):
     """``rehome(v)``: borrowed work on one other node whose stopping lets moved ``v`` start
-    there (fewest GPUs stopped), within what each borrowing queue may still give back after
-    ``evict``; or None. It counts what it hands out."""
+    there (fewest GPUs stopped), not on a ``cleared`` node, within what each borrowing queue
+    may still give back after ``evict``; or None. It counts what it hands out."""
     inv = state.inventory
     taken: dict[str, int] = {}
     for v in evict:
@@ -138,7 +133,7 @@ def _rehomer(state, lenders, spare, evict, cleared: str):
         for name, held in lenders.items():
             n = inv.nodes[name]
             short = need - len(n.free_gpus)
-            if name == cleared or short <= 0 or not usable(n, v):
+            if name in cleared or short <= 0 or not usable(n, v):
                 continue
             chosen, used, got = [], {}, 0
             for u in held:
@@ -168,41 +163,6 @@ def _rehomer(state, lenders, spare, evict, cleared: str):
     return rehome
 
 
-def plan_gang(state, index, w: Workload, attempt, moves_per_node: int, reserved) -> Plan | None:
-    """A plan that clears, for the gang ``w``, the whole nodes it lacks, or None. ``attempt()``
-    returns a placement for ``w`` in the current state; the caller has checked its quotas."""
-    per = w.request.get(GPU, 0)
-    if w.workers < 2 or per == 0 or moves_per_node <= 0:
-        return None
-    inv, classes = state.inventory, state.classes
-    if inv.free.get(GPU, 0) < per * w.workers:
-        return None     # moves change no total: too few GPUs are free for the gang
-    lacking = w.workers - sum(len(n.free_gpus) // per for n in inv.with_free(per, w.gpu_model) if usable(n, w))
-    if lacking <= 0:
-        return None     # not short of whole nodes: held back by something else
-    gone = index.gone
-    options = []
-    for name, held in index.movable_by_node(classes).items():
-        n = inv.nodes[name]
-        short = per - len(n.free_gpus)
-        if short <= 0 or n.spec.gpus < per or not usable(n, w):
-            continue
-        # The largest first: the fewest moves that free what the worker needs.
-        move, freed = [], 0
-        for v in held:
-            if freed >= short or len(move) >= moves_per_node:
-                break
-            if v.id not in gone:
-                move.append(v)
-                freed += v.request.get(GPU, 0)
-        if freed >= short:
-            options.append((freed, len(move), name, move))
-    if len(options) < lacking:
-        return None     # the nodes it lacks cannot be cleared
-    options.sort(key=lambda o: o[:3])
-    return _try(state, w, [], [v for o in options[:lacking] for v in o[3]], lambda: True, attempt, reserved)
-
-
 def _most_free_elsewhere(inv, lenders=None):
     """node -> the most free GPUs on any *other* node (from the two freest nodes), counting
     as free what ``lenders`` hold there (reclaim may take it for moved work)."""
@@ -229,9 +189,10 @@ def _movers_may_fit(inv, w: Workload, evict: list[Workload], move: list[Workload
 
 
 def _room_on(n, name: str, holders: list[Workload], w: Workload, own_chain, tree, spare, max_moves,
-             classes, room: float = math.inf):
-    """(score, evict, move) that frees enough of node ``name`` for ``w``, or None. Work that
-    needs more than ``room`` GPUs could go nowhere else: it is not moved."""
+             classes, room: float = math.inf, moves_needed: bool = True):
+    """(score, evict, move) that frees enough of node ``name`` for (a worker of) ``w``, or None.
+    Work that needs more than ``room`` GPUs could go nowhere else: it is not moved. With
+    ``moves_needed`` a plan of reclaim alone is None (reclaim's own case, already tried)."""
     need = (w.request.get(GPU, 0), w.request.get(CPU, 0), w.request.get(MEMORY, 0))
     free = [len(n.free_gpus), n.free_cpu, n.free_memory]
 
@@ -266,14 +227,14 @@ def _room_on(n, name: str, holders: list[Workload], w: Workload, own_chain, tree
         if fits(evict + move):
             break
         move.append(v)
-    if not move or not fits(evict + move) or len(move) > max_moves:
+    if (moves_needed and not move) or not fits(evict + move) or len(move) > max_moves:
         return None      # no move needed is reclaim's case, which already failed
     for group in (move, evict):
         for v in list(reversed(group)):
             group.remove(v)
             if not fits(evict + move):
                 group.append(v)
-    if not move:
+    if moves_needed and not move:
         return None
     score = (sum(gives(v)[0] for v in move), len(move), len(evict))
     return score, evict, move

@@ -8,7 +8,7 @@ help; it takes victims (``preemption``) or, failing that, moves running work to 
 
 from __future__ import annotations
 
-from . import consolidation, policies, preemption
+from . import consolidation, gang_consolidation, policies, preemption
 from .model import PENDING, PREEMPTED, PREEMPTING, PriorityClass, Workload
 from .resources import GPU
 
@@ -52,7 +52,8 @@ class MakingRoom:
     def _consolidate(self, w: Workload, cls: PriorityClass, now: float, reserved, res) -> bool:
         """Work that preemption could not place: move running work to make room
         (``consolidation``): for owed one-node work, room on one node; for a gang whose
-        quotas let it start, the whole nodes it lacks. Moved work restarts elsewhere at once
+        quotas let it start, the whole nodes it lacks (``gang_consolidation``), also with
+        reclaim on them when the gang is owed. Moved work restarts elsewhere at once
         when preempted work frees its resources at once (replay); otherwise it is requeued
         when it has stopped and then goes first (``_first``)."""
         st = self.state
@@ -65,8 +66,11 @@ class MakingRoom:
                     found = consolidation.plan(st, self._victims, w, lambda: self._quota(w) is None,
                                                self._attempt(lambda: self._place(w, reserved)), moves, reserved)
             elif self._quota(w) is None:
-                found = consolidation.plan_gang(st, self._victims, w,
-                                                self._attempt(lambda: self._place(w, reserved)), moves, reserved)
+                place = self._attempt(lambda: self._place(w, reserved))
+                found = gang_consolidation.plan_gang(st, self._victims, w, place, moves, reserved)
+                if found is None and st.tree.within_guarantee(w.queue, w.total) is None:
+                    found = gang_consolidation.plan_owed_gang(st, self._victims, w, lambda: self._quota(w) is None,
+                                                              place, moves, reserved)
             self._fail_cache = saved_cache
         if found is None:
             self._note_preempt_failed(w, cls)
