@@ -13,7 +13,8 @@ have run at least their class's ``preempt_after``):
 * when ``w`` itself borrows: lower-ranked borrowers of other queues.
 
 Victims are tried lower rank first, then borrowers, youngest first, then
-longer work of ``w``'s own rank; once
+longer work of ``w``'s own rank (a single-node ``w`` stops a gang only when no
+node can be cleared without one: ``victim_nodes.one_node``); once
 ``w`` fits, victims that turn out unnecessary are given back (oldest first),
 so the set is small and young. A queue is never taken below its guarantee by
 reclaim: a borrower is only a candidate while its queue is above guarantee.

@@ -24,13 +24,19 @@ def usable(n, w: Workload) -> bool:
 
 def one_node(state, w: Workload, cands: list[Workload]) -> list[Workload] | None:
     """The victims of the node that needs the fewest, the most preferred first: per node,
-    its candidates in preference order until ``w`` fits there."""
+    its candidates in preference order until ``w`` fits there. A node whose victims include
+    a gang (work on other nodes too) comes after every node cleared without stopping one:
+    stopping a gang frees GPUs elsewhere that ``w`` does not need (in trace replay a 1-GPU
+    job stopped a 64-GPU gang), and it loses the progress of all its workers."""
     inv = state.inventory
     g, cpu, mem = w.request.get(GPU, 0), w.request.get(CPU, 0), w.request.get(MEMORY, 0)
-    # Fast path, the common case: the first node whose most preferred candidate alone makes
-    # room scores (1, [its rank]), which nothing can beat; candidates come in preference order.
+    # Fast path, the common case: the first node where the most preferred one-node candidate
+    # alone makes room scores (False, 1, [its rank]), which nothing can beat; candidates come
+    # in preference order.
     seen: set[str] = set()
     for v in cands:
+        if v.workers > 1:
+            continue
         for a in v.placement:
             if a.node in seen:
                 continue
@@ -78,7 +84,7 @@ def one_node(state, w: Workload, cands: list[Workload]) -> list[Workload] | None
             fc += v.request.get(CPU, 0) * per
             fm += v.request.get(MEMORY, 0) * per
         if fg >= g and fc >= cpu and fm >= mem and chosen:
-            score = (len(chosen), sorted(rank[v.id] for v in chosen))
+            score = (any(v.workers > 1 for v in chosen), len(chosen), sorted(rank[v.id] for v in chosen))
             if best is None or score < best[0]:
                 best = (score, chosen)
     return None if best is None else best[1]

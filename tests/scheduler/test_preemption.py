@@ -140,3 +140,37 @@ def test_an_owed_gang_reclaims_the_node_it_lacks_not_the_youngest_borrowed_work(
     assert old.state == PENDING and old_node in {a.node for a in gang.placement}
     assert all(w.state == ADMITTED for w in young)
     assert s.state.tree.usage["b"]["gpu"] == 8          # back at its guarantee, not below
+
+
+def test_one_node_work_reclaims_a_gang_only_when_no_node_clears_without_one():
+    # b borrows 16 GPUs (24 of its 8) on a full cluster: two older 4-GPU jobs on n0 and a
+    # young 2 × 8 gang on n1 and n2. a is owed 8. Its youngest candidate is the gang, and one
+    # gang worker's node alone would fit it, but stopping the gang stops 16 GPUs: the two
+    # 4-GPU jobs on n0 are taken instead, and the gang runs on.
+    s = cluster(nodes=3, gpus=8, queues=[{"name": "a", "guaranteed": {"gpu": 16}},
+                                         {"name": "b", "guaranteed": {"gpu": 8}}])
+    small = [job(s, "b", user="bob", gpus=4, now=0) for _ in range(2)]
+    s.cycle(now=0)
+    gang = job(s, "b", user="bob", gpus=8, workers=2, now=1)
+    s.cycle(now=1)
+    assert {w.placement[0].node for w in small} == {"n0"} and {a.node for a in gang.placement} == {"n1", "n2"}
+    owed = job(s, "a", gpus=8, now=100)
+    res = s.cycle(now=1000)
+    assert owed.state == ADMITTED and owed.placement[0].node == "n0"
+    assert {v.id for v, _ in res.preempted} == {w.id for w in small}
+    assert gang.state == ADMITTED and gang.preemptions == 0
+
+
+def test_one_node_work_still_reclaims_a_gang_when_only_that_makes_room():
+    # As above, but the 4-GPU jobs belong to c, at its guarantee: only the gang is borrowed.
+    s = cluster(nodes=3, gpus=8, queues=[{"name": "a", "guaranteed": {"gpu": 8}},
+                                         {"name": "b", "guaranteed": {"gpu": 8}},
+                                         {"name": "c", "guaranteed": {"gpu": 8}}])
+    small = [job(s, "c", user="cy", gpus=4, now=0) for _ in range(2)]
+    s.cycle(now=0)
+    gang = job(s, "b", user="bob", gpus=8, workers=2, now=1)
+    s.cycle(now=1)
+    owed = job(s, "a", gpus=8, now=100)
+    res = s.cycle(now=1000)
+    assert owed.state == ADMITTED and [v.id for v, _ in res.preempted] == [gang.id]
+    assert all(w.state == ADMITTED for w in small)
