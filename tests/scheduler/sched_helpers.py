@@ -18,3 +18,13 @@ def cluster(nodes=2, gpus=8, model=None, queues=None, release=True, **cfg) -> Sc
 def job(s, queue="a", user="ada", gpus=1, kind="training", now=0, **extra):
     spec = {"user": user, "queue": queue, "kind": kind, "resources": {"gpu": gpus}, **extra}
     return s.submit(spec, now=now)
+
+
+def one_job_per_node(s, queue, user, sizes, now=0):
+    """Jobs of ``sizes`` for ``queue`` placed best-fit in one cycle, then every second one (the
+    fillers) ends: the kept ones, one per node when the sizes pair up to a node each."""
+    placed = [job(s, queue, user=user, gpus=g, now=now) for g in sizes]
+    s.cycle(now=now)
+    for filler in placed[1::2]:
+        s.mark_finished(filler.id, now=now + 5)
+    return placed[0::2]

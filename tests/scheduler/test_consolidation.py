@@ -4,7 +4,7 @@ start when reclaim alone cannot (the free and borrowed GPUs are scattered over n
 import itertools
 
 import pytest
-from sched_helpers import cluster, job
+from sched_helpers import cluster, job, one_job_per_node
 
 from scheduler.model import ADMITTED, PENDING, PREEMPTING
 from scheduler.config import EngineConfig
@@ -137,11 +137,7 @@ def scattered(sizes=(4, 4, 4, 4, 2, 6, 2, 6), release=True, **cfg):
     fillers) ends. Default: n0 and n1 run a 4-GPU job of b (4 free each), n2 and n3 a 2-GPU
     one (6 free each): 20 GPUs free, no node whole, b within its guarantee (12 of 16)."""
     s = cluster(nodes=4, gpus=8, queues=GANG_QUEUES, release=release, **cfg)
-    placed = [job(s, "b", user="bob", gpus=g, now=0) for g in sizes]
-    s.cycle(now=0)
-    for filler in placed[1::2]:
-        s.mark_finished(filler.id, now=5)
-    kept = placed[0::2]
+    kept = one_job_per_node(s, "b", "bob", sizes)
     assert len({w.placement[0].node for w in kept}) == 4
     return s, kept
 

@@ -2,7 +2,7 @@
 reclaim alone cannot give it the nodes (the borrowers may give back too little on any one
 node) and too few GPUs are free for moves alone (``scheduler/gang_consolidation.py``)."""
 
-from sched_helpers import cluster, job
+from sched_helpers import cluster, job, one_job_per_node
 
 from scheduler.model import ADMITTED, PENDING, PREEMPTING
 
@@ -15,11 +15,7 @@ def one_per_node(release=True, **cfg):
     every second one ends): 12 GPUs free, none whole; b uses 12 of its 8 and may give back 4,
     so reclaim clears one node at most."""
     s = cluster(nodes=3, gpus=8, queues=QUEUES, release=release, **cfg)
-    placed = [job(s, "b", user="bob", gpus=4, now=0) for _ in range(6)]
-    s.cycle(now=0)
-    for filler in placed[1::2]:
-        s.mark_finished(filler.id, now=5)
-    kept = placed[0::2]
+    kept = one_job_per_node(s, "b", "bob", [4] * 6)
     assert sorted(w.placement[0].node for w in kept) == ["n0", "n1", "n2"]
     return s, kept
 

@@ -1,5 +1,6 @@
 """Preemption and reclaim: who may be a victim, when, how many — live and replay modes."""
 
+import pytest
 from sched_helpers import cluster, job
 
 from scheduler.model import ADMITTED, PENDING, PREEMPTING
@@ -142,35 +143,27 @@ def test_an_owed_gang_reclaims_the_node_it_lacks_not_the_youngest_borrowed_work(
     assert s.state.tree.usage["b"]["gpu"] == 8          # back at its guarantee, not below
 
 
-def test_one_node_work_reclaims_a_gang_only_when_no_node_clears_without_one():
-    # b borrows 16 GPUs (24 of its 8) on a full cluster: two older 4-GPU jobs on n0 and a
-    # young 2 × 8 gang on n1 and n2. a is owed 8. Its youngest candidate is the gang, and one
-    # gang worker's node alone would fit it, but stopping the gang stops 16 GPUs: the two
-    # 4-GPU jobs on n0 are taken instead, and the gang runs on.
-    s = cluster(nodes=3, gpus=8, queues=[{"name": "a", "guaranteed": {"gpu": 16}},
-                                         {"name": "b", "guaranteed": {"gpu": 8}}])
-    small = [job(s, "b", user="bob", gpus=4, now=0) for _ in range(2)]
+@pytest.mark.parametrize("small_owner", ["b", "c"])
+def test_one_node_work_reclaims_a_gang_only_when_no_node_clears_without_one(small_owner):
+    # A full cluster: two older 4-GPU jobs on n0 and b's young 2 × 8 gang on n1 and n2; b
+    # borrows. a is owed 8. Its youngest candidate is the gang, and one gang worker's node alone
+    # would fit it, but stopping the gang stops 16 GPUs. When the 4-GPU jobs are b's too
+    # (borrowed) they are taken instead and the gang runs on; when they are c's (at its
+    # guarantee) only the gang makes room, and it is stopped.
+    s = cluster(nodes=3, gpus=8, queues=[{"name": "a", "guaranteed": {"gpu": 8}},
+                                         {"name": "b", "guaranteed": {"gpu": 8}},
+                                         {"name": "c", "guaranteed": {"gpu": 8}}])
+    small = [job(s, small_owner, user="bob", gpus=4, now=0) for _ in range(2)]
     s.cycle(now=0)
     gang = job(s, "b", user="bob", gpus=8, workers=2, now=1)
     s.cycle(now=1)
     assert {w.placement[0].node for w in small} == {"n0"} and {a.node for a in gang.placement} == {"n1", "n2"}
     owed = job(s, "a", gpus=8, now=100)
     res = s.cycle(now=1000)
-    assert owed.state == ADMITTED and owed.placement[0].node == "n0"
-    assert {v.id for v, _ in res.preempted} == {w.id for w in small}
-    assert gang.state == ADMITTED and gang.preemptions == 0
-
-
-def test_one_node_work_still_reclaims_a_gang_when_only_that_makes_room():
-    # As above, but the 4-GPU jobs belong to c, at its guarantee: only the gang is borrowed.
-    s = cluster(nodes=3, gpus=8, queues=[{"name": "a", "guaranteed": {"gpu": 8}},
-                                         {"name": "b", "guaranteed": {"gpu": 8}},
-                                         {"name": "c", "guaranteed": {"gpu": 8}}])
-    small = [job(s, "c", user="cy", gpus=4, now=0) for _ in range(2)]
-    s.cycle(now=0)
-    gang = job(s, "b", user="bob", gpus=8, workers=2, now=1)
-    s.cycle(now=1)
-    owed = job(s, "a", gpus=8, now=100)
-    res = s.cycle(now=1000)
-    assert owed.state == ADMITTED and [v.id for v, _ in res.preempted] == [gang.id]
-    assert all(w.state == ADMITTED for w in small)
+    assert owed.state == ADMITTED
+    if small_owner == "b":
+        assert owed.placement[0].node == "n0" and {v.id for v, _ in res.preempted} == {w.id for w in small}
+        assert gang.state == ADMITTED and gang.preemptions == 0
+    else:
+        assert [v.id for v, _ in res.preempted] == [gang.id]
+        assert all(w.state == ADMITTED for w in small)
