@@ -15,7 +15,8 @@ picks one node and makes room there with
   cluster that is the only room there is). A move is a restart from the last checkpoint,
   and its queue's usage is the same after it, so no guarantee or fair share changes.
 
-Among the nodes that work, the one moving the fewest GPUs (then fewest workloads) wins.
+On each node what moves is chosen two ways, the largest first and the smallest first; among
+the plans that work, the one moving the fewest GPUs (then fewest workloads) wins.
 
 Gangs (multi-worker work) get whole nodes cleared the same way: ``gang_consolidation``.
 
@@ -68,7 +69,7 @@ def plan(state, index, w: Workload, quota_ok, attempt, max_moves: int, reserved)
     i = 0
     while found or i < len(nodes):
         if found and (i == len(nodes) or found[0][0][0] < nodes[i][0]):
-            _, _, evict, move = heapq.heappop(found)
+            _, _, _, evict, move = heapq.heappop(found)
             if not _movers_may_fit(state.inventory, w, evict, move, room_elsewhere):
                 continue
             rehome = _rehomer(state, lenders, spare, evict, {move[0].placement[0].node}) if lenders else None
@@ -82,9 +83,9 @@ def plan(state, index, w: Workload, quota_ok, attempt, max_moves: int, reserved)
         # with everything here stopped and w placed (unknown if stopping a gang frees other nodes).
         room = math.inf if any(len(v.placement) > 1 for v in holders) else \
             max(room_elsewhere(name), len(n.free_gpus) + held - need_gpus)
-        option = _room_on(n, name, holders, w, own_chain, tree, spare, max_moves, state.classes, room)
-        if option is not None:
-            heapq.heappush(found, (option[0], pos, option[1], option[2]))
+        for k, option in enumerate(_room_options(n, name, holders, w, own_chain, tree, spare, max_moves,
+                                                 state.classes, room)):
+            heapq.heappush(found, (option[0], pos, k, option[1], option[2]))
     return None
 
 
@@ -190,9 +191,17 @@ def _movers_may_fit(inv, w: Workload, evict: list[Workload], move: list[Workload
 
 def _room_on(n, name: str, holders: list[Workload], w: Workload, own_chain, tree, spare, max_moves,
              classes, room: float = math.inf, moves_needed: bool = True):
-    """(score, evict, move) that frees enough of node ``name`` for (a worker of) ``w``, or None.
-    Work that needs more than ``room`` GPUs could go nowhere else: it is not moved. With
-    ``moves_needed`` a plan of reclaim alone is None (reclaim's own case, already tried)."""
+    """The best (score, evict, move) of ``_room_options``, or None."""
+    options = _room_options(n, name, holders, w, own_chain, tree, spare, max_moves, classes, room, moves_needed)
+    return options[0] if options else None
+
+
+def _room_options(n, name: str, holders: list[Workload], w: Workload, own_chain, tree, spare, max_moves,
+                  classes, room: float = math.inf, moves_needed: bool = True) -> list:
+    """Ways to free enough of node ``name`` for (a worker of) ``w``, as (score, evict, move), the
+    best first (fewest GPUs moved, then moves, then reclaim victims). Work that needs more than
+    ``room`` GPUs could go nowhere else: it is not moved. With ``moves_needed`` a plan of
+    reclaim alone is none (reclaim's own case, already tried)."""
     need = (w.request.get(GPU, 0), w.request.get(CPU, 0), w.request.get(MEMORY, 0))
     free = [len(n.free_gpus), n.free_cpu, n.free_memory]
 
@@ -218,12 +227,30 @@ def _room_on(n, name: str, holders: list[Workload], w: Workload, own_chain, tree
             evict.append(v)
         elif v.workers == 1 and classes[v.priority].requeue and v.request.get(GPU, 0) <= room:  # a move must not end it
             movable.append(v)
-    # Fewest moves: the largest first, then give back whatever turns out unnecessary.
+    # Two ways to choose what moves: the largest first (fewest moves), and the smallest first
+    # (fewest GPUs moved: a large job moved first may fit nowhere else while two small ones
+    # would); each gives back whatever turns out unnecessary.
     movable.sort(key=lambda v: (-gives(v)[0], v.seq))
     if not fits(evict + movable[:max_moves]):
-        return None     # what the loop below would find, sooner
+        return []       # what the loops below would find, sooner
+    options = []
+    for order in (movable, movable[::-1]):
+        option = _choose_moves(order, list(evict), fits, gives, max_moves, moves_needed)
+        if option is not None and all(_ids(option) != _ids(o) for o in options):
+            options.append(option)
+    options.sort(key=lambda o: o[0])
+    return options
+
+
+def _ids(option) -> tuple[frozenset, frozenset]:
+    return frozenset(v.id for v in option[1]), frozenset(v.id for v in option[2])
+
+
+def _choose_moves(order, evict, fits, gives, max_moves: int, moves_needed: bool):
+    """(score, evict, move): the workloads of ``order`` taken in turn until ``fits``, then
+    those (and reclaim victims) that turn out unnecessary given back; or None."""
     move = []
-    for v in movable:
+    for v in order:
         if fits(evict + move):
             break
         move.append(v)
@@ -236,8 +263,7 @@ def _room_on(n, name: str, holders: list[Workload], w: Workload, own_chain, tree
                 group.append(v)
     if moves_needed and not move:
         return None
-    score = (sum(gives(v)[0] for v in move), len(move), len(evict))
-    return score, evict, move
+    return (sum(gives(v)[0] for v in move), len(move), len(evict)), evict, move
 
 
 def _try(state, w: Workload, evict: list[Workload], move: list[Workload], quota_ok, attempt,

@@ -52,6 +52,30 @@ def test_owed_work_starts_after_one_job_is_moved_to_where_it_still_fits():
     assert moved[0].preemptions == 1
 
 
+def test_the_small_job_is_moved_when_the_large_one_beside_it_would_fit_nowhere():
+    # n0: notebooks of a and b (never moved) + 2 free; n1: b's 4-GPU and 1-GPU jobs + 3 free.
+    # a (3 of 8) is owed 4 GPUs and no node has them free; nobody borrows (b holds its 8).
+    # Moving b's 4-GPU job first clears n1 but leaves it nowhere to go: the 1-GPU job is moved.
+    s = cluster(nodes=2, gpus=8, queues=[{"name": "a", "guaranteed": {"gpu": 8}},
+                                         {"name": "b", "guaranteed": {"gpu": 8}}])
+    notebooks = [job(s, "a", gpus=3, kind="notebook", now=0),
+                 job(s, "b", user="bob", gpus=3, kind="notebook", now=0)]
+    filler = job(s, "a", gpus=2, now=0)
+    s.cycle(now=0)
+    large, small = job(s, "b", user="bob", gpus=4, now=10), job(s, "b", user="bob", gpus=1, now=10)
+    s.cycle(now=10)
+    s.mark_finished(filler.id, now=20)
+    assert {w.placement[0].node for w in notebooks} == {"n0"}
+    assert {w.placement[0].node for w in (large, small)} == {"n1"}
+    owed = job(s, "a", gpus=4, now=100)
+    res = s.cycle(now=1000)
+    assert owed.state == ADMITTED and owed.placement[0].node == "n1"
+    assert [(v.id, by.id) for v, by in res.preempted] == [(small.id, owed.id)]
+    assert small.state == ADMITTED and small.placement[0].node == "n0"
+    assert large.state == ADMITTED and large.placement[0].node == "n1"
+    assert s.state.tree.usage["b"]["gpu"] == 8
+
+
 def test_without_consolidation_the_owed_work_waits():
     s, *_ = fragmented(consolidation_moves=0)
     owed = job(s, "a", gpus=8, now=100)

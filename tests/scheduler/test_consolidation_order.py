@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from sched_helpers import cluster, job
 
 from scheduler import ValidationError, consolidation, preemption
-from scheduler.consolidation import _movers_may_fit, _rehomer, _room_on, _surroundings, _try
+from scheduler.consolidation import _movers_may_fit, _rehomer, _room_options, _surroundings, _try
 from scheduler.resources import GPU
 from scheduler.victim_nodes import usable
 
@@ -35,9 +35,7 @@ def reference(state, index, w, max_moves):
             continue
         room = math.inf if any(len(v.placement) > 1 for v in holders) else \
             max(room_elsewhere(name), len(n.free_gpus) + held - need)
-        found = _room_on(n, name, holders, w, own_chain, tree, spare, max_moves, state.classes, room)
-        if found is not None:
-            options.append(found)
+        options += _room_options(n, name, holders, w, own_chain, tree, spare, max_moves, state.classes, room)
     options.sort(key=lambda o: o[0])
     for _, evict, move in options:
         if not _movers_may_fit(state.inventory, w, evict, move, room_elsewhere):
