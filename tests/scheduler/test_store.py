@@ -1,26 +1,22 @@
 """SqlStore against real databases: SQLite (file, WAL) and PostgreSQL (a real
 server started by the ``pg_server`` fixture). Nothing is emulated.
 
-``store_url`` runs each test on both; the parity test checks SqlStore against
+``store_url`` runs each test on both; ``test_store_parity`` checks SqlStore against
 MemoryStore, the reference behaviour of the ``Store`` interface.
 """
 
 from __future__ import annotations
 
-import random
 import threading
 
 import pytest
-from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
+from store_helpers import dump, held, snap, wl
 
-from scheduler import EngineConfig, Scheduler
 from scheduler import model as M
-from scheduler.model import (ADMITTED, FINISHED, PENDING, PREEMPTING, RUNNING, Allocation,
-                             Assignment, Event, IdlePolicy, NodeSpec, PriorityClass, QueueSpec,
-                             Workload)
+from scheduler.model import (ADMITTED, FINISHED, PENDING, PREEMPTING, RUNNING, Allocation, Event,
+                             IdlePolicy, NodeSpec, PriorityClass, QueueSpec)
 from scheduler.store import MemoryStore, open_store
-from scheduler.store import tables as T
 from scheduler.store.sql import SqlStore
 
 
@@ -29,43 +25,6 @@ def store(store_url):
     s = SqlStore(store_url)
     yield s
     s.close()
-
-
-def wl(i: int, state: str = PENDING, placement=(), **kw) -> Workload:
-    d = dict(id=f"w{i}", seq=i, user=kw.pop("user", "alice"), queue=kw.pop("queue", "team-a"),
-             kind="training", priority="training", request={"gpu": 2, "cpu": 4000},
-             state=state, placement=[Assignment(n, tuple(g)) for n, g in placement],
-             submitted_at=100.0 + i)
-    d.update(kw)
-    return Workload(**d)
-
-
-def dump(ws):
-    return [w.to_dict() for w in ws]
-
-
-def snap(s):
-    """A comparable form of ``load()``: specs sorted by name (MemoryStore keeps insertion order)."""
-    sn = s.load()
-    by_name = lambda xs: sorted((x.to_dict() for x in xs), key=lambda d: d["name"])  # noqa: E731
-    return {"queues": by_name(sn.queues), "classes": by_name(sn.classes), "nodes": by_name(sn.nodes),
-            "workloads": dump(sn.workloads), "fairshare_time": sn.fairshare_time,
-            "fairshare": sn.fairshare, "next_seq": sn.next_seq}
-
-
-def held(s, node: str, gpu: int) -> bool:
-    """Whether (node, gpu) is held: try to take it with a probe workload, roll back either way."""
-    class Probe(Exception):
-        pass
-
-    try:
-        with s.transaction():
-            s.put_workload(wl(99999, RUNNING, [(node, [gpu])]))
-            raise Probe
-    except Probe:
-        return False
-    except IntegrityError:
-        return True
 
 
 def test_sqlite_is_durable_and_wal(tmp_path):
@@ -379,106 +338,6 @@ def test_a_large_transaction(store):
     assert held(store, "n250", 0) and not held(store, "n250", 1)
 
 
-# -- parity with MemoryStore --------------------------------------------------------------
-
-def random_ops(seed: int, n: int = 400):
-    """A reproducible sequence of (method, args) calls that never double-books a GPU."""
-    rnd = random.Random(seed)
-    users, queues = ["alice", "bob", "carol"], ["team-a", "team-b", "org"]
-    states = [PENDING, ADMITTED, RUNNING, PREEMPTING, FINISHED, M.FAILED, M.CANCELLED]
-    gpus = {f"n{i}": set(range(4)) for i in range(3)}
-    live: dict[str, Workload] = {}
-    ops, t, seq = [], 0.0, 0
-    for _ in range(n):
-        t += rnd.choice([0.0, 0.5, 1.0, 3.0])
-        r = rnd.random()
-        if r < 0.06:
-            ops.append(("put_queue", QueueSpec(rnd.choice(queues), weight=rnd.choice([1.0, 2.0]),
-                                               guaranteed={"gpu": rnd.randint(0, 8)})))
-        elif r < 0.08:
-            ops.append(("delete_queue", rnd.choice(queues)))
-        elif r < 0.11:
-            ops.append(("put_class", PriorityClass(rnd.choice(["a", "b", "c"]), rnd.randint(1, 9))))
-        elif r < 0.12:
-            ops.append(("delete_class", rnd.choice(["a", "b", "c"])))
-        elif r < 0.15:
-            ops.append(("put_node", NodeSpec(rnd.choice(list(gpus)), gpus=4, healthy=rnd.random() < .8)))
-        elif r < 0.16:
-            ops.append(("delete_node", rnd.choice(list(gpus))))
-        elif r < 0.35 or not live:
-            seq += 1
-            w = wl(seq, user=rnd.choice(users), queue=rnd.choice(queues), submitted_at=t)
-            live[w.id] = w
-            ops.append(("put_workload", w))
-        elif r < 0.6:
-            w = Workload.from_dict(live[rnd.choice(sorted(live))].to_dict())
-            old = [(a.node, g) for a in w.placement for g in a.gpus] if w.state in M.HOLDING else []
-            for node, g in old:
-                gpus[node].add(g)
-            w.state = rnd.choice(states)
-            w.placement = []
-            if w.state in M.HOLDING:
-                node = rnd.choice(list(gpus))
-                take = sorted(rnd.sample(sorted(gpus[node]), min(len(gpus[node]), rnd.randint(0, 2))))
-                gpus[node] -= set(take)
-                w.placement = [Assignment(node, tuple(take))]
-            if w.state in M.TERMINAL:
-                w.ended_at = t
-                del live[w.id]
-            else:
-                live[w.id] = w
-            ops.append(("put_workload", w))
-        elif r < 0.8:
-            ops.append(("add_event", Event(t, rnd.choice(["submitted", "admitted", "tick"]),
-                                           rnd.choice([None, *sorted(live)[:3]]), "r", {"t": t})))
-        elif r < 0.88:
-            w = live[rnd.choice(sorted(live))]
-            ops.append(("open_allocation", Allocation(w.id, w.user, w.queue, "any", 1, t)))
-        elif r < 0.95:
-            ops.append(("close_allocation", rnd.choice(sorted(live) + ["w1"]), t))
-        else:
-            ops.append(("put_fairshare", t, {q: {"gpu": rnd.random()} for q in queues[:rnd.randint(0, 3)]}))
-    return ops, t
-
-
-def apply(store, ops, chunk: int = 25):
-    for i in range(0, len(ops), chunk):
-        with store.transaction():
-            for name, *args in ops[i:i + chunk]:
-                # Fresh copies: MemoryStore keeps (and sets ids on) the objects it is given.
-                args = [Workload.from_dict(a.to_dict()) if isinstance(a, Workload)
-                        else Event(**a.to_dict()) if isinstance(a, Event)
-                        else Allocation(**a.to_dict()) if isinstance(a, Allocation) else a
-                        for a in args]
-                getattr(store, name)(*args)
-
-
-@pytest.mark.parametrize("seed", [1, 2])
-def test_parity_with_memory_store(store_url, seed):
-    ops, t_end = random_ops(seed)
-    mem, sql = MemoryStore(), SqlStore(store_url)
-    apply(mem, ops)
-    apply(sql, ops)
-    assert snap(sql) == snap(mem)
-    assert snap(SqlStore(store_url)) == snap(mem)
-    for kw in [{}, {"user": "alice"}, {"queue": "team-b"}, {"states": (RUNNING, ADMITTED)},
-               {"states": M.TERMINAL, "user": "bob", "limit": 3}, {"limit": 5}, {"states": ()}]:
-        assert dump(sql.get_workloads(**kw)) == dump(mem.get_workloads(**kw)), kw
-    ids = sorted(w.id for w in mem.workloads.values())
-    for wid in ids[:10] + ["missing"]:
-        a, b = sql.get_workload(wid), mem.get_workload(wid)
-        assert (a and a.to_dict()) == (b and b.to_dict())
-    mid = t_end / 2
-    for kw in [{}, {"since": mid}, {"until": mid}, {"since": mid / 2, "until": mid},
-               {"kinds": ("tick",)}, {"workload_id": "w2"}, {"kinds": ("admitted",), "limit": 4},
-               {"workload_id": "w1", "since": 1.0}]:
-        assert [e.to_dict() for e in sql.get_events(**kw)] == [e.to_dict() for e in mem.get_events(**kw)], kw
-    for s, e in [(None, None), (mid, None), (None, mid), (mid / 2, mid), (t_end + 1, None)]:
-        assert sql.get_allocations(s, e) == mem.get_allocations(s, e), (s, e)
-    assert len(mem.events) > 20 and len(mem.allocations) > 5 and len(ids) > 20   # not vacuous
-    sql.close()
-
-
 def test_newest_events_first_with_a_limit(store_url):
     from scheduler.model import Event
     from scheduler.store.sql import SqlStore
@@ -491,50 +350,3 @@ def test_newest_events_first_with_a_limit(store_url):
         assert got == ["4", "3"]
         assert [e.reason for e in store.get_events(limit=2)] == ["0", "1"]
         assert store.last_event_id() == 5
-
-
-def test_a_cycle_whose_moved_work_lands_where_other_moved_work_was_is_stored(store_url):
-    # Victims released at once (release_on_preempt, as in replay). A 2 x 4 gang gets n0 and n1
-    # by moving x off n0 and y off n1 (consolidation); the GPU it leaves on n1 is y's old GPU 7,
-    # and best fit puts x there, y on n2. Stored one workload after another, x's new GPU was
-    # written while y still held it, and the database refused the whole cycle.
-    s = Scheduler(SqlStore(store_url), config=EngineConfig(release_on_preempt=True, preempt_for_shorter=0))
-    for n in ("n0", "n1", "n2"):
-        s.put_node({"name": n, "gpus": 8, "cpu": 64, "memory": "256Gi", "labels": {"slot": n}}, now=0)
-    s.put_queue({"name": "all", "guaranteed": {"gpu": 24}}, now=0)
-
-    def start(gpus, on=None, workers=1, now=0.0):
-        spec = {"user": "ada", "queue": "all", "kind": "training", "resources": {"gpu": gpus}, "workers": workers}
-        if on:      # pinned, and never moved (inference is not preemptible)
-            spec.update(node_selector={"slot": on}, priority="inference")
-        w = s.submit(spec, now=now)
-        s.cycle(now=now)
-        return w
-
-    start(3, on="n1")
-    gap = start(3, on="n1")
-    y = start(2)
-    start(4, on="n0")
-    x = start(1)
-    start(6, on="n2")
-    s.mark_finished(gap.id, now=10)
-    assert [(w.placement[0].node, w.placement[0].gpus) for w in (x, y)] == [("n0", (4,)), ("n1", (6, 7))]
-
-    gang = start(4, workers=2, now=1000)
-    assert gang.state == ADMITTED and sorted(a.node for a in gang.placement) == ["n0", "n1"]
-    assert [(w.placement[0].node, w.placement[0].gpus) for w in (x, y)] == [("n1", (7,)), ("n2", (6, 7))]
-    assert x.metadata["moved_for"] == gang.id == y.metadata["moved_for"]
-    stored = SqlStore(store_url)
-    try:
-        assert {(w.id, w.state, tuple((a.node, a.gpus) for a in w.placement))
-                for w in stored.get_workloads(states=(ADMITTED,))} >= {
-            (x.id, ADMITTED, (("n1", (7,)),)), (y.id, ADMITTED, (("n2", (6, 7)),))}
-        with stored.engine.connect() as c:      # every GPU is held once, as in memory
-            rows = sorted(tuple(r) for r in c.execute(select(T.gpu_assignments.c.node, T.gpu_assignments.c.gpu_index,
-                                                               T.gpu_assignments.c.workload_id)))
-        assert rows == sorted((a.node, i, w.id) for w in s.state.holding.values() for a in w.placement
-                              for i in a.gpus)
-        assert len(rows) == 24
-    finally:
-        stored.close()
-        s.store.close()
