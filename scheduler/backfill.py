@@ -2,11 +2,14 @@
 
 When the workload at the head of the line cannot start for lack of capacity,
 it gets a reservation: the earliest time (``shadow``) at which it would fit if
-running work ends at its declared run-time limit, and the node capacity it
-would take then. Work behind it may start on that capacity only if it
-declares a run-time limit that ends before ``shadow``; elsewhere it starts freely.
-If running work declares no limits the shadow time is unknown and the
-reserved capacity is simply kept.
+running work ends at its declared run-time limit, and the nodes it would take
+then. What is held now on each node is what it will take there less what
+running work there frees by ``shadow``: free capacity beyond that is still
+free at ``shadow`` with the holder placed (EASY's "extra" nodes, Mu'alem and
+Feitelson), so any work may use it. Work behind it may start on the held
+capacity only if it declares a run-time limit that ends before ``shadow``;
+elsewhere it starts freely. If running work declares no limits the shadow time
+is unknown and all the capacity it would take is held.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from .resources import CPU, GPU, MEMORY
 class Reservation:
     workload: Workload
     shadow: float | None          # None: unknown (running work declares no limit)
-    nodes: Reserved = field(default_factory=dict)
+    nodes: Reserved = field(default_factory=dict)   # held now, per node (module docstring)
 
 
 def expected_end(w: Workload, now: float) -> float | None:
@@ -77,7 +80,22 @@ def reserve(inv: Inventory, holding, w: Workload, now: float, reserved: Reserved
     for a in placement:
         t0 = nodes.get(a.node, (0, 0, 0))
         nodes[a.node] = (t0[0] + g, t0[1] + cpu, t0[2] + mem)
+    if shadow is not None:      # everything released had ended by shadow
+        freed: dict[str, tuple[int, int, int]] = {}
+        for v in released:
+            for a in v.placement:
+                if a.node in nodes:
+                    f = freed.get(a.node, (0, 0, 0))
+                    freed[a.node] = (f[0] + len(a.gpus), f[1] + v.request.get(CPU, 0),
+                                     f[2] + v.request.get(MEMORY, 0))
+        nodes = {n: _held(need, freed.get(n, (0, 0, 0))) for n, need in nodes.items()}
     return Reservation(w, shadow, nodes)
+
+
+def _held(need: tuple[int, int, int], freed) -> tuple[int, int, int]:
+    """What of the capacity free now must be kept for ``need`` at shadow, when ``freed`` has
+    been added to it."""
+    return tuple(max(0, n - f) for n, f in zip(need, freed))
 
 
 def _reserve_one(inv: Inventory, holding, w: Workload, now: float, reserved: Reserved):
@@ -90,6 +108,7 @@ def _reserve_one(inv: Inventory, holding, w: Workload, now: float, reserved: Res
     if not ok:
         return None
     free: dict[str, list[int]] = {}
+    start: dict[str, list[int]] = {}
 
     def slot(name):
         f = free.get(name)
@@ -97,6 +116,7 @@ def _reserve_one(inv: Inventory, holding, w: Workload, now: float, reserved: Res
             n = inv.nodes[name]
             r = reserved.get(name, (0, 0, 0))
             f = free[name] = [len(n.free_gpus) - r[0], n.free_cpu - r[1], n.free_memory - r[2]]
+            start[name] = list(f)
         return f
 
     ends = sorted(((e, v.seq, v) for v in holding if (e := expected_end(v, now)) is not None),
@@ -117,7 +137,8 @@ def _reserve_one(inv: Inventory, holding, w: Workload, now: float, reserved: Res
             i += 1
         fits = sorted(n for n in touched if free[n][0] >= g and free[n][1] >= cpu and free[n][2] >= mem)
         if fits:
-            return Reservation(w, t, {fits[0]: (g, cpu, mem)})
+            name = fits[0]
+            return Reservation(w, t, {name: _held((g, cpu, mem), [x - y for x, y in zip(free[name], start[name])])})
     return None
 
 

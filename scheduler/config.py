@@ -14,8 +14,9 @@ class EngineConfig(Configurable):
         ["none", "skip", "reserve"], default_value="reserve", config=True,
         help="""What may start when the work at the head of the line cannot.
         'reserve' (EASY backfill): the first such workload reserves the capacity it will
-        get when running work ends at its declared time limit; others start on the rest,
-        or on the reserved capacity if their own declared time limit ends before then.
+        get when running work ends at its declared time limit (of what is free now, only what
+        it still lacks then is held); others start on the rest, or on the reserved capacity
+        if their own declared time limit ends before then.
         Work larger than its queue's whole guarantee reserves nothing while other queues
         are guaranteed GPUs (it only ever runs on what they leave free) and consolidation
         is on; the first blocked workload its guarantee can hold reserves instead.

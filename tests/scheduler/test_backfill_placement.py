@@ -33,6 +33,51 @@ def test_backfill_lets_short_declared_work_run_in_front_of_the_reserved_head():
     assert running.state == ADMITTED and head.state == PENDING
 
 
+@pytest.mark.parametrize("head_gpus, starts", [(4, {2: True}), (5, {2: False, 1: True})])
+def test_only_what_the_head_still_lacks_at_its_start_is_held(head_gpus, starts):
+    # n0: a 4-GPU job ending at t=1000 and a 2-GPU job ending at 5000; 2 GPUs free. The head
+    # starts at 1000 with the 4 that end then plus what it still needs of the 2 free now
+    # (none for 4 GPUs, one for 5): the rest of the free GPUs may go to long work at once
+    # (EASY's "extra" capacity) without delaying the head.
+    s = _one_queue("reserve")
+    ending = job(s, "all", gpus=4, time_limit=1000, now=0)
+    job(s, "all", gpus=2, time_limit=5000, now=0)
+    s.cycle(now=0)
+    head = job(s, "all", gpus=head_gpus, now=1)
+    long = {g: job(s, "all", gpus=g, time_limit=50_000, now=2 + g) for g in sorted(starts, reverse=True)}
+    res = s.cycle(now=10)
+    assert res.reservations[0].workload is head and res.reservations[0].shadow == 1000
+    assert res.reservations[0].nodes == {"n0": (head_gpus - 4, 0, 0)}
+    for g, started in starts.items():
+        assert (long[g].state == ADMITTED) is started, g
+        if not started:
+            assert res.blockers[long[g].id].code == "reserved"
+    s.mark_finished(ending.id, now=1000)
+    s.cycle(now=1000)
+    assert head.state == ADMITTED
+
+
+def test_a_gang_holds_only_what_it_still_lacks_at_its_start():
+    # The two 4-GPU jobs end at t=1000 and the 2 x 4 head starts on what they free; the 2 GPUs
+    # free now are not needed then, and long work may use them.
+    s = _one_queue("reserve", nodes=2)
+    ending = [job(s, "all", gpus=4, time_limit=1000, now=0) for _ in range(2)]
+    job(s, "all", gpus=2, time_limit=5000, now=0)
+    job(s, "all", gpus=4, time_limit=5000, now=0)
+    s.cycle(now=0)
+    assert sorted(len(n.free_gpus) for n in s.state.inventory.nodes.values()) == [0, 2]
+    head = job(s, "all", gpus=4, workers=2, now=1)
+    long = job(s, "all", gpus=2, time_limit=50_000, now=2)
+    res = s.cycle(now=10)
+    assert res.reservations[0].workload is head and res.reservations[0].shadow == 1000
+    assert set(res.reservations[0].nodes.values()) == {(0, 0, 0)}
+    assert long.state == ADMITTED
+    for w in ending:
+        s.mark_finished(w.id, now=1000)
+    s.cycle(now=1000)
+    assert head.state == ADMITTED
+
+
 def test_work_that_may_use_reserved_capacity_goes_elsewhere_when_it_fits_there():
     # n0 frees first (t=1000), so the 8-GPU head reserves n0. A short job may start on the
     # reserved capacity (it ends before 1000), but best fit would put it in n0's 2 free GPUs

@@ -153,10 +153,11 @@ def test_a_reservation_for_work_that_would_borrow_holds_back_its_own_owed_work_o
     # a is guaranteed 4 of the 8 GPUs. Its 4-GPU job would take a beyond that (it must borrow) and
     # reserves the node; a's 1-GPU job is owed (a is below its guarantee). While b borrows, the
     # reservation must not keep a below its guarantee: the small job starts. With nothing lent,
-    # the reservation holds it back as EASY backfill does (the big job would otherwise starve).
+    # the reservation holds it back as EASY backfill does (the big job would otherwise starve):
+    # b's work ends late, so the free GPU is one the big job needs when a's work has ended.
     s = cluster(nodes=1, gpus=8, backfill="reserve", expansion_order=False)
     a_running = [job(s, "a", gpus=1, time_limit=1_000, now=0) for _ in range(3 if b_borrows else 4)]
-    b_running = [job(s, "b", gpus=1, time_limit=1_000, now=0) for _ in range(5 if b_borrows else 4)]
+    b_running = [job(s, "b", gpus=1, time_limit=100_000, now=0) for _ in range(5 if b_borrows else 4)]
     s.cycle(now=0)
     assert all(w.state == ADMITTED for w in a_running + b_running)
     big = job(s, "a", gpus=4, now=1)
