@@ -94,7 +94,8 @@ def targets(results: dict[str, dict], ref: dict, policy: str = "default") -> lis
     if "fifo" in results:
         u = results["fifo"]["gpu_utilisation"]
         out.append(("GPU utilisation ≥ FIFO's", d["gpu_utilisation"] >= u - 1e-9,
-                    f"{d['gpu_utilisation']:.1%} vs {u:.1%}"))
+                    f"{d['gpu_utilisation']:.1%} vs {u:.1%}; useful {d['gpu_useful_utilisation']:.1%}, "
+                    "without the GPU time preemption wasted"))
     out.append(("no guarantee violated (owed and reclaimable wait ≤ preempt_after + 60 s)",
                 d["guarantee_violations"] == 0,
                 f"{d['guarantee_violations']} violations, longest reclaimable wait {d['guarantee_max_wait_s']:.0f} s; "

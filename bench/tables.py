@@ -37,6 +37,7 @@ def replay(data: dict) -> str:
         t = [["metric"] + [r["policy"] for r in res]]
         for label, key, fmt in (("avg / median / p99 JCT (h)", None, None), ("avg / p99 queueing (h)", None, None),
                                 ("makespan (h)", "makespan_h", "{:.0f}"), ("GPU utilisation", "gpu_utilisation", "{:.1%}"),
+                                ("useful GPU utilisation", "gpu_useful_utilisation", "{:.1%}"),
                                 ("preemptions", "preemptions", "{:d}"),
                                 ("jobs preempted / most times one job", None, None),
                                 ("GPU-h lost to preemption", "lost_gpu_h", "{:.0f}"),
@@ -48,8 +49,8 @@ def replay(data: dict) -> str:
             elif label.startswith("jobs preempted"):     # results from before 2026-12-04 lack it
                 t.append([label] + [f"{r['preempted_jobs']} / {r['max_preemptions']}" if "max_preemptions" in r
                                     else "—" for r in res])
-            else:
-                t.append([label] + [fmt.format(r[key]) for r in res])
+            else:       # results from before 2026-12-05 (late night) lack useful utilisation
+                t.append([label] + [fmt.format(r[key]) if key in r else "—" for r in res])
         targets = e["targets"]
         lines = []
         for p, checks in targets.items():

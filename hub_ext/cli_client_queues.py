@@ -73,9 +73,17 @@ class ClassesApp(ClientCommand):
             return
         rows = [[c["name"], c["rank"], "yes" if c["preemptible"] else "no", "yes" if c["may_borrow"] else "no",
                  f"{c['preempt_after']:g}s",
-                 "-" if c.get("swap_after") is None else f"{c['swap_after']:g}s", c.get("description", "")]
+                 "-" if c.get("swap_after") is None else f"{c['swap_after']:g}s", _checkpoints(c),
+                 c.get("description", "")]
                 for c in data["classes"]]
-        print(table(rows, ["CLASS", "RANK", "PREEMPTIBLE", "BORROWS", "PREEMPT AFTER", "SWAP AFTER", "DESCRIPTION"]))
+        print(table(rows, ["CLASS", "RANK", "PREEMPTIBLE", "BORROWS", "PREEMPT AFTER", "SWAP AFTER", "CHECKPOINTS",
+                           "DESCRIPTION"]))
+
+
+def _checkpoints(c: dict) -> str:
+    if c.get("checkpoint_every") is None:
+        return "-"
+    return f"every {c['checkpoint_every']:g}s" + (f" after {c['startup']:g}s" if c.get("startup") else "")
 
 
 class ClassSetApp(ClientCommand):
@@ -85,6 +93,7 @@ class ClassSetApp(ClientCommand):
 computehub classes set urgent --rank 350 --no-preemptible
 computehub classes set scavenger --rank 50 --preempt-after 0
 computehub classes set training --rank 200 --preempt-after 600 --swap-after 1800
+computehub classes set training --rank 200 --preempt-after 600 --checkpoint-every 1800 --startup 60
 """
     positional, usage_args = 1, "a class name"
     rank = Int(0, help="Rank: higher goes first.").tag(config=True)
@@ -95,9 +104,17 @@ computehub classes set training --rank 200 --preempt-after 600 --swap-after 1800
         "Seconds a workload runs (since it last started) before shorter work of its own queue and "
         "class may swap it out; at least --preempt-after (the default). Give the work's checkpoint "
         "interval, and swapped work always keeps some progress.")).tag(config=True)
+    checkpoint_every = Float(None, allow_none=True, help=(
+        "Seconds of progress between the checkpoints the class's work saves. Swaps for shorter work "
+        "then wait until a victim has just saved (the engine's swap_loss, 5 minutes by default); "
+        "reclaim for a guarantee does not wait.")).tag(config=True)
+    startup = Float(0.0, help=(
+        "Seconds each start of the class's work spends before it makes progress (loading its "
+        "checkpoint); with --checkpoint-every, where its checkpoints fall.")).tag(config=True)
     description_text = Unicode("", help="What the class is for.").tag(config=True)
     aliases = {**ClientCommand.aliases, "rank": "ClassSetApp.rank", "preempt-after": "ClassSetApp.preempt_after",
-               "swap-after": "ClassSetApp.swap_after",
+               "swap-after": "ClassSetApp.swap_after", "checkpoint-every": "ClassSetApp.checkpoint_every",
+               "startup": "ClassSetApp.startup",
                "description": "ClassSetApp.description_text"}
     flags = {**ClientCommand.flags,
              "no-preemptible": ({"ClassSetApp": {"preemptible": False}}, "Never preempt this class's work.")}
@@ -107,6 +124,8 @@ computehub classes set training --rank 200 --preempt-after 600 --swap-after 1800
                 "preempt_after": self.preempt_after, "description": self.description_text}
         if self.swap_after is not None:
             body["swap_after"] = self.swap_after
+        if self.checkpoint_every is not None:
+            body.update(checkpoint_every=self.checkpoint_every, startup=self.startup)
         c = self.client().put_class(name, **body)
         if self.json:
             self.emit(c)

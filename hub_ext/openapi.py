@@ -146,7 +146,12 @@ def document(version: str) -> dict:
                     "name": _NAME, "rank": {"type": "integer"}, "preemptible": {"type": "boolean"},
                     "may_borrow": {"type": "boolean"}, "preempt_after": {"type": "number", "minimum": 0},
                     "requeue": {"type": "boolean"}, "description": {"type": "string"},
-                    "swap_after": {"type": "number", "minimum": 0, "nullable": True}}},
+                    "swap_after": {"type": "number", "minimum": 0, "nullable": True},
+                    "checkpoint_every": {"type": "number", "minimum": 1, "nullable": True,
+                                         "description": "Seconds of progress between the checkpoints "
+                                                        "the class's work saves; swaps wait for one."},
+                    "startup": {"type": "number", "minimum": 0,
+                                "description": "Seconds each start spends before making progress."}}},
                 "ClassList": {"type": "object"},
                 "Node": {"type": "object", "properties": {
                     "name": _NAME, "gpus": {"type": "integer", "minimum": 0, "maximum": 64},

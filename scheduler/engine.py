@@ -38,6 +38,9 @@ class CycleResult:
     order: list[str] = field(default_factory=list)
     reservations: list[Reservation] = field(default_factory=list)
     seconds: float = 0.0
+    # The earliest time a decision may change with nothing else happening: a swap waited for
+    # its victim's next checkpoint (EngineConfig.swap_loss). Trace replay wakes up then.
+    wake_at: float | None = None
 
 
 class Engine(MakingRoom):
@@ -124,6 +127,8 @@ class Engine(MakingRoom):
             for v in self._leaving.workloads:
                 st.restore(v)
                 st.tree.mark_leaving(v.queue, v.total, 1)
+        if self._victims is not None:
+            res.wake_at = self._victims.wake_at
         res.seconds = _time.perf_counter() - t0
         return res
 

@@ -118,7 +118,11 @@ def estimate_start(sched, target: Workload, now: float,
             unknown = len(clone.holding)
             return None, (f"unknown: {unknown} running workload(s) ahead declare no run-time limit"
                           if unknown else "unknown: nothing running frees what it needs"), first, False
-        t = min(e for e, _ in ends)
+        nxt = min(e for e, _ in ends)
+        if res.wake_at is not None and t < res.wake_at < nxt:
+            t = res.wake_at         # a swap waits for its victim's checkpoint, nothing ends first
+            continue
+        t = nxt
         for e, v in ends:
             if e <= t:
                 clone.release(v)

@@ -27,7 +27,8 @@ class MakingRoom:
             longer = self.config.preempt_for_shorter * policies.declared_left(w, now, assumed) \
                 if self._swaps else None
             cands = preemption.candidates(st, self._victims, w, cls, longer, assumed,
-                                          not self._owed_waiting, self.config.max_victims_tried)
+                                          not self._owed_waiting, self.config.max_victims_tried,
+                                          self.config.swap_loss)
         if not cands:
             return self._consolidate(w, cls, now, reserved, res)
         saved_cache = self._fail_cache

@@ -53,7 +53,12 @@ class PriorityClass:
     class may swap it out (``preempt_for_shorter``); None = ``preempt_after``.
     Set to the work's checkpoint interval, a swapped job always keeps some
     progress. ``requeue``: a preempted workload goes back to the queue (with
-    its original age) instead of ending.
+    its original age) instead of ending. ``checkpoint_every``: seconds of
+    progress between the checkpoints the class's work saves (None = not known);
+    ``startup``: seconds each start spends before the work makes progress
+    (loading its checkpoint). With both, the engine knows how much work a
+    preemption would throw away (``policies.since_checkpoint``): swaps wait
+    until a victim has just saved (``EngineConfig.swap_loss``).
     """
 
     name: str
@@ -64,6 +69,8 @@ class PriorityClass:
     requeue: bool = True
     description: str = ""
     swap_after: float | None = None
+    checkpoint_every: float | None = None
+    startup: float = 0.0
 
     def to_dict(self) -> dict:
         return asdict(self)

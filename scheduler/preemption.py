@@ -7,7 +7,10 @@ have run at least their class's ``preempt_after``):
   declared time left is more than ``longer`` seconds (``preempt_for_shorter``
   times ``w``'s own time left) and that has run its class's ``swap_after`` since
   it last started, the most time left first — in a queue above its guarantee
-  only while no owed work waits (``swap_borrowed``);
+  only while no owed work waits (``swap_borrowed``), and, where its class says
+  how its work checkpoints, only while it would lose at most ``swap_loss``
+  seconds of work (``since_checkpoint``): a swap is an improvement, not an
+  entitlement, so it waits until its victim has just saved;
 * when ``w`` fits in its queue's guarantee (reclaim): work of any rank in
   other queues that are above their guarantee, i.e. borrowed capacity;
 * when ``w`` itself borrows: lower-ranked borrowers of other queues.
@@ -22,6 +25,7 @@ reclaim: a borrower is only a candidate while its queue is above guarantee.
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
 from heapq import merge
 from itertools import islice
@@ -59,6 +63,11 @@ class VictimIndex:
         # (queue, rank) -> [(-declared time left, key, workload)] sorted, and the same by GPUs held
         self._by_left: dict[tuple[str, int], list[tuple[float, tuple, Workload]]] = {}
         self._by_size: dict[tuple[str, int], dict[int, list[tuple[float, tuple, Workload]]]] = {}
+        self.wake_at: float | None = None   # when a victim passed over now may be taken
+
+    def wake(self, when: float) -> None:
+        if self.wake_at is None or when < self.wake_at:
+            self.wake_at = when
 
     def drop(self, victims: list[Workload]) -> None:
         self.gone.update(v.id for v in victims)
@@ -121,7 +130,7 @@ class VictimIndex:
 
 def candidates(state, index: VictimIndex, w: Workload, cls: PriorityClass,
                longer: float | None = None, assumed: float = 0.0, swap_borrowed: bool = True,
-               limit: int | None = None) -> list[Workload]:
+               limit: int | None = None, swap_loss: float = math.inf) -> list[Workload]:
     """``w``'s victims in preference order (module docstring), at most ``limit`` of them.
 
     Each queue's list is already in preference order, so only the first ``limit`` of each
@@ -138,7 +147,7 @@ def candidates(state, index: VictimIndex, w: Workload, cls: PriorityClass,
         if q == w.queue:
             lower.append(islice(lst, cut))
             if longer is not None:
-                swaps = _swap_victims(state, index, w, cls, longer, assumed, swap_borrowed)
+                swaps = _swap_victims(state, index, w, cls, longer, assumed, swap_borrowed, swap_loss)
             continue
         if not within and not cls.may_borrow:
             continue
@@ -167,13 +176,40 @@ def _merged(runs, n: int | None, gone: set[str]) -> list[Workload]:
 
 
 def _swap_victims(state, index: VictimIndex, w: Workload, cls: PriorityClass, longer: float,
-                  assumed: float, swap_borrowed: bool):
+                  assumed: float, swap_borrowed: bool, swap_loss: float = math.inf):
     """Work of ``w``'s queue and rank with more than ``longer`` seconds left, lazily."""
     must = {} if swap_borrowed else _must_free(state.tree, w.queue, w.total)
     now = index.now
     for v in index.longer_than(w.queue, cls.rank, longer, assumed, must.get(GPU, 0)):
-        if all(v.total.get(k, 0) >= n for k, n in must.items()) and _ran_swap_after(state, v, now):
+        if all(v.total.get(k, 0) >= n for k, n in must.items()) and _ran_swap_after(state, v, now) \
+                and _loses_at_most(state, index, v, swap_loss):
             yield v
+
+
+def since_checkpoint(v: Workload, cls: PriorityClass, now: float) -> float | None:
+    """Seconds of progress ``v`` would lose if stopped now, where its class declares
+    ``checkpoint_every`` (None where it does not). Each start resumes from a checkpoint (or
+    from the beginning), so after the class's ``startup`` seconds the work saves every
+    ``checkpoint_every`` seconds of the current run; work not yet running loses nothing."""
+    if cls.checkpoint_every is None:
+        return None
+    if v.started_at is None:
+        return 0.0
+    run = now - v.started_at - cls.startup
+    return run % cls.checkpoint_every if run > 0 else 0.0
+
+
+def _loses_at_most(state, index: VictimIndex, v: Workload, loss: float) -> bool:
+    """Would stopping ``v`` now lose at most ``loss`` seconds of work? If not, ``index`` notes
+    when its next checkpoint makes it so (``VictimIndex.wake_at``)."""
+    if loss == math.inf:
+        return True
+    cls = state.classes[v.priority]
+    lost = since_checkpoint(v, cls, index.now)
+    if lost is None or lost <= loss:
+        return True
+    index.wake(index.now + cls.checkpoint_every - lost)
+    return False
 
 
 def _rank_of(entry) -> int:

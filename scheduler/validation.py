@@ -66,6 +66,9 @@ def priority_class(d: dict | PriorityClass) -> PriorityClass:
         description=str(d.get("description", "")),
         swap_after=None if d.get("swap_after") is None else
         float(_number("swap_after", d["swap_after"], low=0, high=MAX_TIME_LIMIT)),
+        checkpoint_every=None if d.get("checkpoint_every") is None else
+        float(_number("checkpoint_every", d["checkpoint_every"], low=1, high=MAX_TIME_LIMIT)),
+        startup=float(_number("startup", d.get("startup", 0.0), low=0, high=MAX_TIME_LIMIT)),
     )
     if pc.swap_after is not None and pc.swap_after < pc.preempt_after:
         raise ValidationError(

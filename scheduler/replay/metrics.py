@@ -5,7 +5,11 @@
   first started; waiting again after a preemption is in the JCT, not here).
 * Makespan = last finish − first submission.
 * GPU utilisation = busy GPU-seconds / (capacity × makespan); a job is busy
-  from each admission to its end or preemption.
+  from each admission to its end or preemption (GPUs allocated, the usual
+  meaning for a scheduler). Useful utilisation leaves out what preemption
+  wasted (restarts and work since the last checkpoint, the lost GPU-hours):
+  the GPU-seconds of the jobs' own durations over the same, so a policy that
+  preempts cannot look busier by throwing work away.
 * Preemptions = how many times a running job was stopped for another; lost
   GPU-hours = what preempted runs held without keeping (restart time and work
   since the last checkpoint, see ``costs.Restart``). Churn as one job's owner
@@ -86,6 +90,8 @@ def summarize(outcome) -> dict:
         "queue_p99_s": percentile(wait, 99),
         "makespan_s": makespan,
         "gpu_utilisation": busy / (outcome.capacity_gpus * makespan) if makespan > 0 else 0.0,
+        "gpu_useful_utilisation": (busy - sum(r.lost_gpu_seconds for r in done))
+        / (outcome.capacity_gpus * makespan) if makespan > 0 else 0.0,
         "preemptions": outcome.preemptions,
         "preempted_jobs": sum(1 for r in done if r.preemptions),
         "max_preemptions": max((r.preemptions for r in done), default=0),
@@ -114,6 +120,7 @@ TABLE_ROWS = [
     ("p99 queueing (h)", "queue_p99_h", "{:.2f}"),
     ("makespan (h)", "makespan_h", "{:.1f}"),
     ("GPU utilisation", "gpu_utilisation", "{:.1%}"),
+    ("useful GPU utilisation", "gpu_useful_utilisation", "{:.1%}"),
     ("preemptions", "preemptions", "{:d}"),
     ("jobs preempted", "preempted_jobs", "{:d}"),
     ("most preemptions of one job", "max_preemptions", "{:d}"),

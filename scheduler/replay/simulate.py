@@ -10,10 +10,12 @@
 * a preempted job is requeued at once by the engine (``release_on_preempt``)
   and resumes from its last checkpoint; what a preemption costs (restart time,
   work since the checkpoint) is ``restart`` (``costs.Restart``; free unless
-  given), and its pending completion is invalidated;
+  given), and its pending completion is invalidated; the jobs' class declares
+  the same checkpoints (``checkpoint_every``, ``startup``), as an admin would;
 * when the policy preempts, the loop also wakes up when a running job passes
   its class's ``preempt_after`` or ``swap_after`` (the live service cycles every few seconds;
-  the replay only at instants where a decision can change), when a running
+  the replay only at instants where a decision can change), when a swap waits for
+  its victim's next checkpoint (``CycleResult.wake_at``), when a running
   job passes a threshold of the ``las`` order, and after a
   cycle that preempted it cycles once more at the same instant so that
   requeued victims may take what the preemptor left free.
@@ -66,7 +68,7 @@ POLICIES: dict[str, Policy] = {p.name: p for p in (
            "below their guarantee first, fair share (1-day half-life) in steps, then Maui's expansion "
            "factor (wait + declared limit) / declared limit; EASY backfill on declared limits "
            "(estimates); reclaim by preemption; preempts work of the same team and rank that declares "
-           "8× more time left; moves up to 4 running jobs to clear a node for owed work (per node, for a gang)",
+           "8× more time left, once it has just saved a checkpoint; moves up to 4 running jobs to clear a node for owed work (per node, for a gang)",
            _cfg(backfill="reserve", preemption=True, order="priority"), True, "estimate"),
     Policy("default-age", "ComputeHub's default until 2026-12: as default, but fair share with a "
            "7-day half-life and then age (no expansion factor), no preemption for shorter work, "
@@ -179,6 +181,11 @@ def run(jobs: list[Job], capacity_gpus: int, policy: str = "default", *, n_teams
     wall0 = _time.perf_counter()
     clock = [0.0]
     sched = build(capacity_gpus, policy, n_teams, clock=lambda: clock[0])
+    if restart.checkpoint_s > 0:
+        # The jobs checkpoint as the cost model says; an admin declares that on their class.
+        jobs_class = sched.state.classes["training"].to_dict()
+        jobs_class.update(checkpoint_every=restart.checkpoint_s, startup=restart.restart_s)
+        sched.put_class(jobs_class, now=0.0)
     queue_of = (lambda j: j.team) if POLICIES[policy].team_queues else (lambda j: "all")
     wake_after: list[float] = []      # after a start, when running work may become a victim
     if sched.config.preemption:
@@ -192,6 +199,7 @@ def run(jobs: list[Job], capacity_gpus: int, policy: str = "default", *, n_teams
     overhead = [0.0] * len(jobs)       # restart time of the current run
     version = [0] * len(jobs)
     run_start: dict[int, float] = {}
+    wakes: set[float] = set()
     of: dict[str, int] = {}            # workload id -> job index
     wid: list[str | None] = [None] * len(jobs)
     # (time, kind, tie, job index, version); kinds: 0 completion, 1 arrival, 2 wake-up
@@ -237,6 +245,10 @@ def run(jobs: list[Job], capacity_gpus: int, policy: str = "default", *, n_teams
             if when is not None:
                 heapq.heappush(heap, (when, 2, tie, -1, 0))
                 tie += 1
+        if res.wake_at is not None and res.wake_at > now and res.wake_at not in wakes:
+            wakes.add(res.wake_at)        # a swap waits for its victim's checkpoint
+            heapq.heappush(heap, (res.wake_at, 2, tie, -1, 0))
+            tie += 1
         if after_cycle is not None:
             after_cycle(sched, now, res, of)
         return bool(res.preempted)

@@ -224,15 +224,21 @@ def test_admin_creates_and_deletes_queues_and_classes(hub):
     assert "cli-urgent" in listed and "interactive" in listed
     assert "cannot borrow" not in listed
     assert "deleted class cli-urgent" in ok(cli(hub, "ada", "classes", "delete", "cli-urgent"))
-    # A class whose work may be swapped for shorter work only after 30 minutes of running.
+    # A class whose work may be swapped for shorter work only after 30 minutes of running, and
+    # whose work checkpoints every 30 minutes after a minute of loading.
     ok(cli(hub, "ada", "classes", "set", "cli-ckpt", "--rank", "150", "--preempt-after", "600",
-           "--swap-after", "1800"))
+           "--swap-after", "1800", "--checkpoint-every", "1800", "--startup", "60"))
     c = hub.call("GET", "/classes", hub.tokens["ada"]).json()["classes"]
-    assert [(x["preempt_after"], x["swap_after"]) for x in c if x["name"] == "cli-ckpt"] == [(600, 1800)]
+    assert [(x["preempt_after"], x["swap_after"], x["checkpoint_every"], x["startup"])
+            for x in c if x["name"] == "cli-ckpt"] == [(600, 1800, 1800, 60)]
     row = next(r for r in ok(cli(hub, "alice", "classes")).splitlines() if r.startswith("cli-ckpt"))
-    assert "600s" in row and "1800s" in row
+    assert "600s" in row and "1800s" in row and "every 1800s after 60s" in row
     line = one_line_error(cli(hub, "ada", "classes", "set", "cli-ckpt", "--rank", "150", "--preempt-after", "600",
                               "--swap-after", "60"))
     assert "swap_after (60 s) is below preempt_after (600 s)" in line
+    line = one_line_error(cli(hub, "ada", "classes", "set", "cli-ckpt", "--rank", "150", "--checkpoint-every", "0"))
+    assert "checkpoint_every must be between 1" in line
+    c = hub.call("GET", "/classes", hub.tokens["ada"]).json()["classes"]
+    assert [x["checkpoint_every"] for x in c if x["name"] == "cli-ckpt"] == [1800]     # unchanged
     assert "deleted class cli-ckpt" in ok(cli(hub, "ada", "classes", "delete", "cli-ckpt"))
     assert "unknown priority class" in one_line_error(cli(hub, "ada", "classes", "delete", "cli-urgent"))

@@ -9,6 +9,7 @@ import pytest
 from scheduler import Scheduler
 from scheduler.replay import (POLICIES, SAMPLE_TRACE, default_capacity, jain, load, mean_gpus_busy, percentile,
                               run, simulate, summarize, team_of)
+from scheduler.replay.costs import Restart
 from scheduler.replay.simulate import check_fits, node_sizes
 
 HEADER = "job_id,submission_time,duration,num_gpu\n"
@@ -267,3 +268,22 @@ def test_fairness_uses_team_mean_slowdown(tmp_path):
     m = simulate(jobs, 8, "fifo", n_teams=2)
     assert m["team_slowdown"] == {"team-0": pytest.approx((1 + 2) / 2), "team-1": 1.0}
     assert m["jain_fairness"] == pytest.approx(jain([1.5, 1.0]))
+
+
+def test_a_swap_in_replay_waits_for_its_victims_checkpoint(tmp_path):
+    # Eight 100-hour jobs fill the 8 GPUs at 0; a 1-hour job arrives at 1,000 s and may swap one
+    # out (its team's own, 8× longer). The jobs checkpoint every 30 minutes (the cost model),
+    # and the replay declares that on their class: the swap waits until a victim has just
+    # saved — the engine assumes a minute of loading, so at 1,860 s — and the replay wakes up
+    # then although nothing else happens. The victim loses 60 s of work instead of 1,000 s.
+    rows = "".join(f"L{i},0,360000,1\n" for i in range(8)) + "S,1000,3600,1\n"
+    jobs = load(write(tmp_path, rows), n_teams=1)
+    out = run(jobs, 8, "default", n_teams=1, declared_limits="oracle", restart=Restart(60, 1800))
+    assert jcts(out)["S"] == 1860 + 3600 - 1000
+    (victim,) = [r for r in out.records if r.preemptions]
+    assert victim.lost_gpu_seconds == 60 + 60          # work since the checkpoint + the restart
+    m = summarize(out)    # useful utilisation: the jobs' own GPU-seconds, what was lost left out
+    assert m["gpu_useful_utilisation"] == pytest.approx((8 * 360000 + 3600) / (8 * m["makespan_s"]))
+    assert m["gpu_utilisation"] == pytest.approx(m["gpu_useful_utilisation"] + 120 / (8 * m["makespan_s"]))
+    # With no checkpoints (free restarts), nothing to wait for: the swap comes at 1,000 s.
+    assert jcts(run(jobs, 8, "default", n_teams=1, declared_limits="oracle"))["S"] == 3600

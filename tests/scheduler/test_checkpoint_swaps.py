@@ -1,0 +1,124 @@
+"""Swaps that wait for a checkpoint: a class declares how its work checkpoints
+(``checkpoint_every``, ``startup``), and preemption for shorter work then takes a victim only
+while it would lose at most ``EngineConfig.swap_loss`` seconds of work."""
+
+import math
+
+import pytest
+from sched_helpers import cluster, job
+
+from scheduler import ValidationError
+from scheduler.model import ADMITTED, PENDING, RUNNING
+from scheduler.preemption import since_checkpoint
+
+HOUR = 3600.0
+TRAINING = {"name": "training", "rank": 200, "preempt_after": 600}
+
+
+def one_team(checkpoints=True, **cfg):
+    """One 4-GPU node, all of it guaranteed to team a; training checkpoints every 30 minutes
+    after a minute of loading, when ``checkpoints``."""
+    s = cluster(nodes=1, gpus=4, queues=[{"name": "a", "guaranteed": {"gpu": 4}},
+                                         {"name": "b", "guaranteed": {"gpu": 0}}], **cfg)
+    if checkpoints:
+        s.put_class({**TRAINING, "checkpoint_every": 1800, "startup": 60}, now=0)
+    return s
+
+
+def start(s, queue, limits_h, now):
+    """Long jobs of ``queue``, admitted and reported running at ``now``."""
+    ws = [job(s, queue, gpus=1, time_limit=h * HOUR, now=now) for h in limits_h]
+    s.cycle(now=now)
+    for w in ws:
+        s.mark_running(w.id, now=now)
+    return ws
+
+
+def test_a_swap_waits_until_its_victim_has_just_saved():
+    s = one_team()
+    runs = start(s, "a", [100, 100, 100, 100], now=0)
+    short = job(s, "a", gpus=1, time_limit=2 * HOUR, now=700)
+    res = s.cycle(now=700)
+    # 640 s of work since the start (after the 60 s of loading) would be lost: no swap yet,
+    # and the cycle says when the first checkpoint (1,860 s) makes one possible.
+    assert not res.preempted and short.state == PENDING
+    assert res.wake_at == 1860
+    assert not s.cycle(now=1500).preempted
+    res = s.cycle(now=1860 + 120)          # 2 minutes past the checkpoint: 120 s lost ≤ 300
+    assert [by.id for _, by in res.preempted] == [short.id] and short.state == ADMITTED
+    assert sum(w.state == RUNNING for w in runs) == 3
+
+
+def test_without_declared_checkpoints_the_swap_happens_at_once():
+    s = one_team(checkpoints=False)
+    start(s, "a", [100, 100, 100, 100], now=0)
+    short = job(s, "a", gpus=1, time_limit=2 * HOUR, now=700)
+    res = s.cycle(now=700)
+    assert [by.id for _, by in res.preempted] == [short.id] and res.wake_at is None
+
+
+def test_the_victim_is_the_one_that_has_just_saved():
+    # The job with the most time left (the usual victim) started later and is mid-interval;
+    # the other long one has just passed a checkpoint, so it is the one swapped out.
+    s = one_team()
+    early = start(s, "a", [60, 60, 60], now=0)
+    late = start(s, "a", [100], now=900)[0]
+    short = job(s, "a", gpus=1, time_limit=2 * HOUR, now=1900)
+    res = s.cycle(now=1900)                  # early: 40 s past its checkpoint; late: 940 s into its first
+    (victim, by), = res.preempted
+    assert by.id == short.id and victim.id in {w.id for w in early} and late.state == RUNNING
+    assert since_checkpoint(late, s.state.classes["training"], 1900) == 940
+
+
+def test_swap_loss_sets_how_much_a_swap_may_throw_away():
+    s = one_team(swap_loss=math.inf)         # no limit: swaps as if checkpoints were unknown
+    start(s, "a", [100] * 4, now=0)
+    short = job(s, "a", gpus=1, time_limit=2 * HOUR, now=700)
+    assert s.cycle(now=700).preempted and short.state == ADMITTED
+    s = one_team(swap_loss=900)               # 640 s ≤ 900 s
+    start(s, "a", [100] * 4, now=0)
+    job(s, "a", gpus=1, time_limit=2 * HOUR, now=700)
+    assert s.cycle(now=700).preempted
+
+
+def test_reclaim_for_a_guarantee_does_not_wait_for_a_checkpoint():
+    # Team b borrows the whole node; team a's owed job reclaims as soon as preempt_after has
+    # passed, mid-interval: a guarantee is due, a swap is not.
+    s = one_team()
+    start(s, "b", [100] * 4, now=0)
+    owed = job(s, "a", gpus=1, time_limit=100 * HOUR, now=700)
+    res = s.cycle(now=700)
+    assert [by.id for _, by in res.preempted] == [owed.id] and owed.state == ADMITTED
+
+
+def test_work_admitted_but_not_yet_running_loses_nothing():
+    s = one_team()
+    ws = [job(s, "a", gpus=1, time_limit=100 * HOUR, now=0) for _ in range(4)]
+    s.cycle(now=0)                            # admitted, never reported running
+    cls = s.state.classes["training"]
+    assert since_checkpoint(ws[0], cls, 5000) == 0.0
+    s.mark_running(ws[0].id, now=100)
+    assert since_checkpoint(ws[0], cls, 130) == 0.0               # still loading
+    assert since_checkpoint(ws[0], cls, 100 + 60 + 1800 + 5) == 5
+    assert since_checkpoint(ws[0], s.state.classes["preemptible"], 5000) is None
+
+
+@pytest.mark.parametrize("field, bad, words", [
+    ("checkpoint_every", 0, "between 1"), ("checkpoint_every", "30m", "a number"),
+    ("startup", -5, "between 0"), ("startup", None, "a number")])
+def test_checkpoint_fields_are_checked(field, bad, words):
+    s = one_team(checkpoints=False)
+    with pytest.raises(ValidationError, match=f"{field} must be"):
+        s.put_class({**TRAINING, field: bad}, now=0)
+    assert s.state.classes["training"].checkpoint_every is None       # nothing changed
+    with pytest.raises(ValidationError, match=words):
+        s.put_class({**TRAINING, field: bad}, now=0)
+
+
+def test_the_eta_of_work_waiting_for_a_swap_is_its_victims_checkpoint():
+    s = one_team()
+    start(s, "a", [100] * 4, now=0)
+    short = job(s, "a", gpus=1, time_limit=2 * HOUR, now=700)
+    s.cycle(now=700)
+    e = s.explain(short.id, now=700)
+    assert e["eta"] == 1860 and e["eta_seconds"] == 1160
