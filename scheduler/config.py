@@ -19,8 +19,17 @@ class EngineConfig(Configurable):
         if their own declared time limit ends before then.
         Work larger than its queue's whole guarantee reserves nothing while other queues
         are guaranteed GPUs (it only ever runs on what they leave free) and consolidation
-        is on; the first blocked workload its guarantee can hold reserves instead.
+        is on, until it has waited long for its size (oversize_reservation_stretch); the
+        first blocked workload its guarantee can hold reserves instead.
         'skip': anything that fits starts. 'none': strict order, nothing passes.""")
+    oversize_reservation_stretch = Float(
+        8.0, min=0.0, config=True,
+        help="""With backfill='reserve': work larger than its queue's whole guarantee (which
+        otherwise holds no reservation) holds one once its expansion factor (wait + declared
+        limit) / declared limit reaches this, so that it cannot wait for good: a job declaring
+        1 hour after 7 hours of waiting, one declaring a day after a week (work without a
+        limit counts as assumed_limit). In trace replay 32-GPU jobs of an hour, of teams
+        guaranteed 28 GPUs, otherwise waited up to 200 hours (bench/README.md). 0 = never.""")
     preemption = Bool(
         True, config=True,
         help="Preempt lower-ranked or borrowed work (reclaim) to admit work that is entitled to it.")

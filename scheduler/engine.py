@@ -202,7 +202,7 @@ class Engine(MakingRoom):
                 if backfill_mode == "none":
                     strict = w
                 elif backfill_mode == "reserve" and len(res.reservations) < n_reservations \
-                        and out.code == CAPACITY and self.may_reserve(w):
+                        and out.code == CAPACITY and self.may_reserve(w, now):
                     r = backfill.reserve(st.inventory, list(st.holding.values()), w, now, reserved)
                     res.reservations.append(r)
                     tree = st.tree
@@ -213,15 +213,26 @@ class Engine(MakingRoom):
                     backfill.merge(reserved, r.nodes)
                     shadow = None if (shadow is None or r.shadow is None) else min(shadow, r.shadow)
 
-    def may_reserve(self, w: Workload) -> bool:
+    def may_reserve(self, w: Workload, now: float) -> bool:
         """May blocked ``w`` hold a backfill reservation? Not when it is larger than its queue's
         whole guarantee while other queues are guaranteed GPUs (``QueueTree.borrows_only``): it
         only ever runs on what they leave free, and holding nodes idle for it keeps them from
         work that could run. Unless consolidation is off: then a reservation is what lets a
-        gang's nodes empty at all."""
+        gang's nodes empty at all. Or once it has waited long for its size in time
+        (``oversize_reservation_stretch``): otherwise it could wait for good."""
         cfg = self.config
-        return not (cfg.consolidation_moves > 0 and cfg.order == "priority"
-                    and self.state.tree.borrows_only(w.queue, w.total))
+        if not (cfg.consolidation_moves > 0 and cfg.order == "priority"
+                and self.state.tree.borrows_only(w.queue, w.total)):
+            return True
+        return self.reserves_oversize_after(w) <= now
+
+    def reserves_oversize_after(self, w: Workload) -> float:
+        """When work larger than its queue's guarantee may hold a reservation: once its expansion
+        factor reaches ``oversize_reservation_stretch`` (infinite when that is 0)."""
+        stretch = self.config.oversize_reservation_stretch
+        if stretch <= 0:
+            return math.inf
+        return w.submitted_at + (stretch - 1) * (w.time_limit or self.config.assumed_limit)
 
     def _known_to_fail(self, w: Workload, cls: PriorityClass, shape: tuple, rsv, res: CycleResult) -> bool:
         """Fast path for a long tail of pending work: its shape already failed to place

@@ -52,7 +52,7 @@ def explain(sched, w: Workload, now: float) -> dict:
     if blocker is None:
         out["reason"] = "waiting for the next scheduling cycle"
     else:
-        out["reason"] = blocker.text(w) + (_borrow_only(sched, w) if blocker.code in (CAPACITY, RESERVED) else "")
+        out["reason"] = blocker.text(w) + (_borrow_only(sched, w, now) if blocker.code in (CAPACITY, RESERVED) else "")
         out["blocker"] = blocker.to_dict()
     out["eta"] = eta
     out["eta_seconds"] = None if eta is None else max(0.0, eta - now)
@@ -64,7 +64,7 @@ def explain(sched, w: Workload, now: float) -> dict:
     return out
 
 
-def _borrow_only(sched, w: Workload) -> str:
+def _borrow_only(sched, w: Workload, now: float) -> str:
     """Why work larger than its queue's guarantee waits longer than its place in line
     suggests (it is ordered after what other queues are owed, may hold no backfill reservation
     (``Engine.may_reserve``) and may be reclaimed)."""
@@ -76,9 +76,19 @@ def _borrow_only(sched, w: Workload) -> str:
     back = ", and they may take them back" if sched.config.preemption and cls is not None \
         and cls.preemptible else ""
     has = f"is guaranteed {fmt_amount(GPU, guaranteed)}" if guaranteed else "has no guaranteed GPUs"
-    held = "" if sched.engine.may_reserve(w) else " (none are held for it)"
+    held = "" if sched.engine.may_reserve(w, now) else _held_from(sched, w, now)
     return (f"; it needs {fmt_amount(GPU, need)} GPUs and queue {w.queue} {has}, so it runs only on GPUs "
             f"other queues leave free{held}, after the work they are owed{back}")
+
+
+def _held_from(sched, w: Workload, now: float) -> str:
+    """No reservation is held for ``w`` now: say until when (``oversize_reservation_stretch``)."""
+    after = sched.engine.reserves_oversize_after(w)
+    if after == float("inf"):
+        return " (none are held for it)"
+    wait = after - w.submitted_at
+    span = f"{wait / 60:.0f} min" if wait < 7200 else f"{wait / 3600:.3g} h"
+    return f" (none are held for it until it has waited {span})"
 
 
 def estimate_start(sched, target: Workload, now: float,

@@ -129,7 +129,7 @@ def test_work_larger_than_its_queues_guarantee_is_told_it_runs_only_on_borrowed_
     reason = s.explain(big.id, now=3)["reason"]
     assert reason.startswith("needs 4 × any GPU; no node has that free now"), reason
     assert "it needs 4 GPUs and queue a is guaranteed 2, so it runs only on GPUs other queues leave free " \
-        "(none are held for it)" in reason
+        "(none are held for it until it has waited 70 min)" in reason
     assert reason.endswith("and they may take them back"), reason          # training is preemptible
     plain = s.explain(small.id, now=3)["reason"]
     assert "needs 2 × any GPU" in plain and "guaranteed" not in plain, plain
@@ -164,4 +164,5 @@ def test_a_queue_without_guarantee_is_named_so_and_no_reclaim_is_promised_withou
     s.cycle(now=2)
     reason = s.explain(w.id, now=2)["reason"]
     assert reason.endswith("it needs 2 GPUs and queue a has no guaranteed GPUs, so it runs only on GPUs "
-                           "other queues leave free (none are held for it), after the work they are owed"), reason
+                           "other queues leave free (none are held for it until it has waited 70 min), "
+                           "after the work they are owed"), reason

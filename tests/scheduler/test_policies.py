@@ -180,3 +180,29 @@ def test_a_preempted_victim_that_still_stops_is_not_counted_twice():
     res = s.cycle(now=700)
     assert res.preempted and a.state == PREEMPTING
     assert remaining(a, 800) == 10_000 - 700      # charged once at the decision; no more while stopping
+
+
+@pytest.mark.parametrize("stretch", [8.0, 0.0])
+def test_work_larger_than_its_guarantee_holds_a_reservation_once_it_has_waited_long_for_its_size(stretch):
+    # a's 2 × 8 gang (declaring 1,000 s) is larger than a's guarantee of 8 and b holds both
+    # nodes, so at first it holds no reservation. Once it has waited 7 times its declared limit
+    # (expansion factor 8, the default oversize_reservation_stretch) it holds one: b's next
+    # long job no longer starts on what would hold the gang back. With 0 it never does.
+    queues = [{"name": q, "guaranteed": {"gpu": 8}} for q in ("a", "b")]
+    s = cluster(nodes=2, gpus=8, backfill="reserve", expansion_order=False, queues=queues,
+                oversize_reservation_stretch=stretch)
+    job(s, "b", user="bob", gpus=4, time_limit=100_000, now=0)
+    job(s, "b", user="bob", gpus=8, time_limit=1_000_000, now=0)
+    s.cycle(now=0)
+    gang = job(s, "a", gpus=8, workers=2, time_limit=1_000, now=1)
+    assert s.cycle(now=2).reservations == []
+    reason = s.explain(gang.id, now=2)["reason"]
+    assert ("(none are held for it until it has waited 117 min)" in reason) == bool(stretch), reason
+    late = job(s, "b", user="bob", gpus=4, time_limit=1_000_000, now=7_000)
+    res = s.cycle(now=7_001)
+    if stretch:
+        assert [r.workload for r in res.reservations] == [gang]
+        assert late.state == PENDING and res.blockers[late.id].code == "reserved"
+        assert "none are held" not in s.explain(gang.id, now=7_001)["reason"]
+    else:
+        assert res.reservations == [] and late.state == ADMITTED
