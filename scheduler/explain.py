@@ -114,7 +114,7 @@ def estimate_start(sched, target: Workload, now: float,
     cfg = sched.config.copy(release_on_preempt=True)
     eng = Engine(clone, cfg)
     eng.fairshare.load(sched.engine.fairshare.time, sched.engine.fairshare.usage)
-    t, first = now, None
+    t, first, woke = now, None, False
     for step in range(MAX_STEPS):
         res = eng.cycle(t)
         if step == 0:
@@ -122,14 +122,23 @@ def estimate_start(sched, target: Workload, now: float,
         me = copies[target.id]
         if me.state != PENDING:
             borrows = clone.tree.borrowing(me.queue, me.total)
-            return t, ("now" if t == now else "if running work ends at its declared time limit"), first, borrows
+            swapped = [v for v, by in res.preempted if by is me and v.queue == me.queue]
+            if t == now:
+                why = "now"
+            elif woke and swapped:
+                why = (f"when {me.queue} workload {swapped[0].id}, which declares much more time left, "
+                       "has saved its next checkpoint and gives way")
+            else:
+                why = "if running work ends at its declared time limit"
+            return t, why, first, borrows
         ends = [(e, v) for v in clone.holding.values() if (e := expected_end(v, t)) is not None]
         if not ends:
             unknown = len(clone.holding)
             return None, (f"unknown: {unknown} running workload(s) ahead declare no run-time limit"
                           if unknown else "unknown: nothing running frees what it needs"), first, False
         nxt = min(e for e, _ in ends)
-        if res.wake_at is not None and t < res.wake_at < nxt:
+        woke = res.wake_at is not None and t < res.wake_at < nxt
+        if woke:
             t = res.wake_at         # a swap waits for its victim's checkpoint, nothing ends first
             continue
         t = nxt

@@ -122,3 +122,5 @@ def test_the_eta_of_work_waiting_for_a_swap_is_its_victims_checkpoint():
     s.cycle(now=700)
     e = s.explain(short.id, now=700)
     assert e["eta"] == 1860 and e["eta_seconds"] == 1160
+    assert e["eta_reason"].startswith("when a workload w0000004, which declares much more time left, "
+                                      "has saved its next checkpoint and gives way"), e
