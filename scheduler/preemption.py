@@ -15,8 +15,9 @@ have run at least their class's ``preempt_after``):
   other queues that are above their guarantee, i.e. borrowed capacity;
 * when ``w`` itself borrows: lower-ranked borrowers of other queues.
 
-Victims are tried lower rank first, then borrowers, youngest first, then
-longer work of ``w``'s own rank (a single-node ``w`` stops a gang only when no
+Victims are tried lower rank first, then borrowers, the least work lost first
+(``loss``: since the last checkpoint where the class declares them, else the
+youngest), then longer work of ``w``'s own rank (a single-node ``w`` stops a gang only when no
 node can be cleared without one: ``victim_nodes.one_node``); once
 ``w`` fits, victims that turn out unnecessary are given back (oldest first),
 so the set is small and young. A queue is never taken below its guarantee by
@@ -53,7 +54,7 @@ class VictimIndex:
             vc = state.classes.get(v.priority)
             if vc is None or not vc.preemptible or now - v.admitted_at < vc.preempt_after:
                 continue
-            self.by_queue.setdefault(v.queue, []).append(((vc.rank, -v.admitted_at, -v.seq), v))
+            self.by_queue.setdefault(v.queue, []).append(((vc.rank, loss(v, vc, now), -v.admitted_at, -v.seq), v))
         for lst in self.by_queue.values():
             lst.sort(key=lambda t: t[0])
         self.now = now
@@ -199,14 +200,22 @@ def since_checkpoint(v: Workload, cls: PriorityClass, now: float) -> float | Non
     return run % cls.checkpoint_every if run > 0 else 0.0
 
 
-def _loses_at_most(state, index: VictimIndex, v: Workload, loss: float) -> bool:
-    """Would stopping ``v`` now lose at most ``loss`` seconds of work? If not, ``index`` notes
+def loss(v: Workload, cls: PriorityClass, now: float) -> float:
+    """Seconds of work stopping ``v`` now throws away: since its last checkpoint where its class
+    declares them (``since_checkpoint``), else its whole current run (as if it never saved,
+    which makes the least loss the youngest)."""
+    lost = since_checkpoint(v, cls, now)
+    return now - v.admitted_at if lost is None else lost
+
+
+def _loses_at_most(state, index: VictimIndex, v: Workload, most: float) -> bool:
+    """Would stopping ``v`` now lose at most ``most`` seconds of work? If not, ``index`` notes
     when its next checkpoint makes it so (``VictimIndex.wake_at``)."""
-    if loss == math.inf:
+    if most == math.inf:
         return True
     cls = state.classes[v.priority]
     lost = since_checkpoint(v, cls, index.now)
-    if lost is None or lost <= loss:
+    if lost is None or lost <= most:
         return True
     index.wake(index.now + cls.checkpoint_every - lost)
     return False

@@ -124,3 +124,18 @@ def test_the_eta_of_work_waiting_for_a_swap_is_its_victims_checkpoint():
     assert e["eta"] == 1860 and e["eta_seconds"] == 1160
     assert e["eta_reason"].startswith("when a workload w0000004, which declares much more time left, "
                                       "has saved its next checkpoint and gives way"), e
+
+
+@pytest.mark.parametrize("checkpoints", [True, False])
+def test_reclaim_takes_the_borrower_that_loses_the_least(checkpoints):
+    # Team b borrows the whole node: three jobs since 0, one since 1,000. At 1,950 team a's
+    # owed job reclaims one GPU. Without declared checkpoints the youngest goes (it has run
+    # the least); with them, one of the older ones, which saved 90 s ago, where the youngest
+    # would lose 890 s.
+    s = one_team(checkpoints=checkpoints)
+    old = start(s, "b", [100] * 3, now=0)
+    young = start(s, "b", [100], now=1000)[0]
+    owed = job(s, "a", gpus=1, time_limit=100 * HOUR, now=1950)
+    (victim, by), = s.cycle(now=1950).preempted
+    assert by.id == owed.id
+    assert (victim.id in {w.id for w in old}) if checkpoints else victim.id == young.id

@@ -2,9 +2,9 @@
 exactly what gathering every candidate and sorting by the documented keys gives.
 
 The reference below is the rule of the module docstring written the slow way: every
-candidate gets its sort key, (0, rank, -start, -seq) for lower-ranked work and borrowers of
-lower rank, (1, ...) for other borrowers (only when the preemptor fits in its guarantee),
-(2, -time left, -start, -seq) for longer work of its own queue and class.
+candidate gets its sort key, (0, rank, work lost, -start, -seq) for lower-ranked work and
+borrowers of lower rank, (1, ...) for other borrowers (only when the preemptor fits in its
+guarantee), (2, -time left, work lost, -start, -seq) for longer work of its own queue and class.
 """
 
 from hypothesis import HealthCheck, given, settings
