@@ -57,7 +57,7 @@ class PriorityClass:
     progress between the checkpoints the class's work saves (None = not known);
     ``startup``: seconds each start spends before the work makes progress
     (loading its checkpoint). With both, the engine knows how much work a
-    preemption would throw away (``policies.since_checkpoint``): swaps wait
+    preemption would throw away (``preemption.since_checkpoint``): swaps wait
     until a victim has just saved (``EngineConfig.swap_loss``).
     """
 
