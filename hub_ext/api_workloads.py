@@ -14,7 +14,7 @@ from .base import APIError, BaseHandler
 
 STATES = (AWAITING_APPROVAL, PENDING, *HOLDING, *TERMINAL)
 SUBMIT_FIELDS = {"name", "queue", "kind", "priority", "resources", "workers", "gpu_model", "time_limit",
-                 "node_selector", "user", "metadata"}
+                 "checkpoint_every", "node_selector", "user", "metadata"}
 
 
 class WorkloadsHandler(BaseHandler):

@@ -146,12 +146,16 @@ computehub submit --kind batch --gpus 1 --cpu 8 --memory 64Gi --time 90m
     priority = Unicode("", help="Priority class (default from --kind: training, preemptible, inference, "
                        "interactive).").tag(config=True)
     time_limit = Unicode("", help="Run-time limit: seconds or 90m, 2h, 1d, 1h30m.").tag(config=True)
+    checkpoint_every = Unicode("", help=(
+        "How often the job saves a checkpoint (seconds or 30m, 1h): it is then swapped out for "
+        "shorter work only just after one (default: its priority class's).")).tag(config=True)
     workload_name = Unicode("", help="A name for the workload (text).").tag(config=True)
     kind = Enum(list(KINDS), default_value="training", help="Kind of workload.").tag(config=True)
 
     aliases = {**ClientCommand.aliases, "gpus": "SubmitApp.gpus", "gpu-model": "SubmitApp.gpu_model",
                "workers": "SubmitApp.workers", "cpu": "SubmitApp.cpu", "memory": "SubmitApp.memory",
                "queue": "SubmitApp.queue", "priority": "SubmitApp.priority", "time": "SubmitApp.time_limit",
+               "checkpoint-every": "SubmitApp.checkpoint_every",
                "name": "SubmitApp.workload_name", "kind": "SubmitApp.kind"}
 
     def spec(self) -> dict:
@@ -168,6 +172,8 @@ computehub submit --kind batch --gpus 1 --cpu 8 --memory 64Gi --time 90m
                 spec[key] = value
         if self.time_limit:
             spec["time_limit"] = parse_duration(self.time_limit, "--time")
+        if self.checkpoint_every:
+            spec["checkpoint_every"] = parse_duration(self.checkpoint_every, "--checkpoint-every")
         return spec
 
     def run(self):

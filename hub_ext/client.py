@@ -131,7 +131,7 @@ class ComputeHubClient:
 
     def submit(self, gpus: int | None = None, cpu=None, memory=None, **spec) -> dict:
         """Submit a workload: the fields of ``POST api/v1/workloads`` (kind, resources, queue,
-        priority, workers, gpu_model, time_limit, name, ...); ``gpus``, ``cpu`` and ``memory``
+        priority, workers, gpu_model, time_limit, checkpoint_every, name, ...); ``gpus``, ``cpu`` and ``memory``
         are shorthands for entries of ``resources``."""
         resources = dict(spec.pop("resources", None) or {})
         for key, value in (("gpu", gpus), ("cpu", cpu), ("memory", memory)):

@@ -78,6 +78,10 @@ def document(version: str) -> dict:
                     "priority": _NAME, "resources": _VECTOR,
                     "workers": {"type": "integer", "minimum": 1, "maximum": 1024},
                     "gpu_model": {"type": "string"}, "time_limit": {"type": "number", "minimum": 0},
+                    "checkpoint_every": {"type": "number", "minimum": 1,
+                                         "description": "Seconds of progress between the job's checkpoints "
+                                                        "(default: its priority class's); swaps for shorter "
+                                                        "work of its team wait until it has just saved"},
                     "node_selector": _LABELS, "user": _NAME, "metadata": {
                         "type": "object",
                         "description": "Free-form data for the launcher (metadata.job) and for you; the keys "

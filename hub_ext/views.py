@@ -6,7 +6,7 @@ from scheduler.model import PENDING, Workload
 from scheduler.resources import render
 
 WORKLOAD_FIELDS = ("id", "name", "user", "queue", "kind", "priority", "state", "workers", "gpu_model",
-                   "node_selector", "time_limit", "submitted_at", "admitted_at", "started_at", "ended_at",
+                   "node_selector", "time_limit", "checkpoint_every", "submitted_at", "admitted_at", "started_at", "ended_at",
                    "preemptions", "reason", "exit_code", "metadata")
 
 

@@ -173,7 +173,7 @@ class Client:
 def job_spec(command, *, kind: str = "training", script: str | None = None, gpus: int = 1,
              gpu_model: str | None = None, workers: int = 1, cpu=None, memory=None, queue: str | None = None,
              priority: str | None = None, time_limit=None, name: str | None = None, workdir: str | None = None,
-             port: int | None = None) -> dict:
+             port: int | None = None, checkpoint_every=None) -> dict:
     """The submission for a job (``POST workloads``), checked here so mistakes get one clear line."""
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
         raise JobError(f"gpus must be a whole number 0 or more, not {gpus!r}")
@@ -198,6 +198,8 @@ def job_spec(command, *, kind: str = "training", script: str | None = None, gpus
             spec[key] = value
     if time_limit not in (None, ""):
         spec["time_limit"] = parse_duration(time_limit, "time limit")
+    if checkpoint_every not in (None, ""):
+        spec["checkpoint_every"] = parse_duration(checkpoint_every, "checkpoint interval")
     return spec
 
 
@@ -264,7 +266,8 @@ class Job:
 
 def submit(script: str, *args: str, client: Client | None = None, **options) -> Job:
     """Submit ``script`` (a .py file runs with this interpreter) with ``args`` as a training job.
-    Options: gpus, gpu_model, workers, cpu, memory, queue, priority, time_limit, name, workdir."""
+    Options: gpus, gpu_model, workers, cpu, memory, queue, priority, time_limit, checkpoint_every, name,
+    workdir."""
     return (client or Client()).submit_spec(job_spec(script_command(script, args), **options))
 
 

@@ -120,6 +120,9 @@ def _common(f):
         argument("--priority", default=None, help="Priority class (default: training; inference for %%%%serve)."),
         argument("--time", default=None, help="Run-time limit: seconds or 90m, 2h, 1d. Declaring it gives an "
                                                "ETA and lets the job start early in gaps (backfill)."),
+        argument("--checkpoint-every", default=None, help="How often the job saves a checkpoint: seconds "
+                                                          "or 30m, 1h. Swaps for shorter work then wait until "
+                                                          "it has just saved (default: its class's)."),
         argument("--name", default=None, help="A name for the job."),
     ]):
         f = a(f)
@@ -154,11 +157,13 @@ class ComputeHubMagics(Magics):
             raise UsageError(f"--gpus must be 0 or more, not {args.gpus}")
         opts = dict(gpus=args.gpus, gpu_model=args.gpu_model, cpu=args.cpu, memory=args.memory,
                     queue=args.queue, priority=args.priority, name=args.name)
-        if args.time is not None:
-            try:
-                opts["time_limit"] = J.parse_duration(args.time, "--time")
-            except J.JobError as e:
-                raise UsageError(str(e)) from None
+        for given, key, what in ((args.time, "time_limit", "--time"),
+                                 (args.checkpoint_every, "checkpoint_every", "--checkpoint-every")):
+            if given is not None:
+                try:
+                    opts[key] = J.parse_duration(given, what)
+                except J.JobError as e:
+                    raise UsageError(str(e)) from None
         return opts
 
     def _launch(self, spec: dict) -> J.Job | None:

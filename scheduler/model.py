@@ -214,7 +214,9 @@ class Workload:
 
     ``request`` is per worker; ``workers`` > 1 makes a gang that is admitted
     all-or-nothing. ``time_limit`` (seconds) is the declared run-time limit
-    that backfill and ETAs use; None means unknown.
+    that backfill and ETAs use; None means unknown. ``checkpoint_every``
+    (seconds of progress between its checkpoints) overrides its priority
+    class's, None = the class's.
     """
 
     id: str
@@ -228,6 +230,7 @@ class Workload:
     gpu_model: str | None = None
     node_selector: dict[str, str] = field(default_factory=dict)
     time_limit: float | None = None
+    checkpoint_every: float | None = None
     name: str = ""
     submitted_at: float = 0.0
     state: str = PENDING

@@ -188,16 +188,17 @@ def _swap_victims(state, index: VictimIndex, w: Workload, cls: PriorityClass, lo
 
 
 def since_checkpoint(v: Workload, cls: PriorityClass, now: float) -> float | None:
-    """Seconds of progress ``v`` would lose if stopped now, where its class declares
-    ``checkpoint_every`` (None where it does not). Each start resumes from a checkpoint (or
+    """Seconds of progress ``v`` would lose if stopped now, where it or its class declares
+    ``checkpoint_every`` (None where neither does). Each start resumes from a checkpoint (or
     from the beginning), so after the class's ``startup`` seconds the work saves every
     ``checkpoint_every`` seconds of the current run; work not yet running loses nothing."""
-    if cls.checkpoint_every is None:
+    every = v.checkpoint_every or cls.checkpoint_every
+    if every is None:
         return None
     if v.started_at is None:
         return 0.0
     run = now - v.started_at - cls.startup
-    return run % cls.checkpoint_every if run > 0 else 0.0
+    return run % every if run > 0 else 0.0
 
 
 def loss(v: Workload, cls: PriorityClass, now: float) -> float:
@@ -217,7 +218,7 @@ def _loses_at_most(state, index: VictimIndex, v: Workload, most: float) -> bool:
     lost = since_checkpoint(v, cls, index.now)
     if lost is None or lost <= most:
         return True
-    index.wake(index.now + cls.checkpoint_every - lost)
+    index.wake(index.now + (v.checkpoint_every or cls.checkpoint_every) - lost)
     return False
 
 

@@ -187,7 +187,7 @@ def workload_fields(d: dict, state) -> dict:
     if not isinstance(d, dict):
         raise ValidationError("a workload must be a mapping")
     allowed = {"user", "queue", "kind", "priority", "resources", "workers", "gpu_model",
-               "node_selector", "time_limit", "name", "metadata"}
+               "node_selector", "time_limit", "checkpoint_every", "name", "metadata"}
     unknown = set(d) - allowed
     if unknown:
         raise ValidationError(f"unknown workload field(s): {', '.join(sorted(unknown))}")
@@ -231,6 +231,9 @@ def workload_fields(d: dict, state) -> dict:
     time_limit = d.get("time_limit")
     if time_limit is not None:
         time_limit = float(_number("time_limit (seconds)", time_limit, low=1e-3, high=MAX_TIME_LIMIT))
+    checkpoint_every = d.get("checkpoint_every")
+    if checkpoint_every is not None:
+        checkpoint_every = float(_number("checkpoint_every (seconds)", checkpoint_every, low=1, high=MAX_TIME_LIMIT))
     selector = _labels("node_selector", d.get("node_selector"))
     name = d.get("name")
     name = "" if name is None else name
@@ -245,7 +248,8 @@ def workload_fields(d: dict, state) -> dict:
         raise ValidationError(f"metadata key(s) {', '.join(map(repr, taken))} are set by ComputeHub, "
                               "not by a submission; use other names")
     fields = dict(user=user, queue=qname, kind=kind, priority=prio, request=request, workers=workers,
-                  gpu_model=model, node_selector=selector, time_limit=time_limit, name=name,
+                  gpu_model=model, node_selector=selector, time_limit=time_limit,
+                  checkpoint_every=checkpoint_every, name=name,
                   metadata=dict(metadata))
     _check_feasible(fields, qspec, state)
     return fields

@@ -66,8 +66,9 @@ def submit(hub, submitted, user: str, *args: str) -> dict:
 
 def test_submit_queue_and_cancel(hub, submitted):
     gang = ("--kind", "batch", "--gpus", "4", "--workers", "2", "--time", "2h")
-    first = submit(hub, submitted, "alice", *gang, "--name", "cli-first")
+    first = submit(hub, submitted, "alice", *gang, "--name", "cli-first", "--checkpoint-every", "20m")
     assert first["resources"]["gpu"] == 4 and first["workers"] == 2 and first["time_limit"] == 7200
+    assert first["checkpoint_every"] == 1200
     out = ok(cli(hub, "alice", "submit", *gang, "--name", "cli-second"))
     wid = out.split()[0]
     submitted.append(("alice", wid))

@@ -192,8 +192,10 @@ def test_submit_queue_cancel_states_file_and_logs(setup):
     blocker = job_id(k, k.run("%submit --gpus 2 --name blocker sleeper.py blocker.pid"))
     pid = int(wait_for("the blocker to run", lambda: (work / "blocker.pid").exists()
                        and (work / "blocker.pid").read_text(), 60))
-    out = k.run("%submit --gpus 1 --time 5m write.py")
+    out = k.run("%submit --gpus 1 --time 5m --checkpoint-every 30m write.py")
     wid = job_id(k, out)
+    w = hub.call("GET", f"/workloads/{wid}", hub.tokens["alice"]).json()
+    assert (w["time_limit"], w["checkpoint_every"]) == (300, 1800), w
     did = out["display_ids"][0]
     queued = wait_for("a queue position in the display",
                       lambda: [t for t in k.display_texts(did) if "queued, position 1 in vision" in t], 30)
@@ -280,6 +282,7 @@ def test_serve_forwards_without_hub_credentials_and_lets_admins_in(setup):
 @pytest.mark.parametrize("line, says", [
     ("%submit --gpus -1 write.py", "--gpus must be 0 or more, not -1"),
     ("%submit --time banana write.py", "--time expects seconds or a duration"),
+    ("%submit --checkpoint-every often write.py", "--checkpoint-every expects seconds or a duration"),
     ("%submit --frobnicate write.py", "unrecognized arguments: --frobnicate"),
     ("%submit --queue nosuch write.py", "unknown queue 'nosuch'"),
     ("%submit missing.py", "no such file: missing.py"),

@@ -139,3 +139,29 @@ def test_reclaim_takes_the_borrower_that_loses_the_least(checkpoints):
     (victim, by), = s.cycle(now=1950).preempted
     assert by.id == owed.id
     assert (victim.id in {w.id for w in old}) if checkpoints else victim.id == young.id
+
+
+def test_a_workload_declares_its_own_checkpoints():
+    # The class declares none; one of the long jobs says it saves every 30 minutes (the others
+    # are never swapped: they declare less time left). It is swapped only after its checkpoint.
+    s = one_team(checkpoints=False)
+    s.put_class({**TRAINING, "startup": 60}, now=0)
+    runs = [job(s, "a", gpus=1, time_limit=h * HOUR, now=0, **({"checkpoint_every": 1800} if h == 100 else {}))
+            for h in (100, 5, 5, 5)]
+    s.cycle(now=0)
+    for w in runs:
+        s.mark_running(w.id, now=0)
+    assert runs[0].checkpoint_every == 1800 and runs[1].checkpoint_every is None
+    short = job(s, "a", gpus=1, time_limit=HOUR, now=700)
+    res = s.cycle(now=700)
+    assert not res.preempted and res.wake_at == 1860
+    (victim, by), = s.cycle(now=1900).preempted
+    assert (victim.id, by.id) == (runs[0].id, short.id)
+
+
+@pytest.mark.parametrize("bad, words", [(0, "between 1"), ("30m", "a number"), (True, "a number")])
+def test_a_workloads_checkpoint_interval_is_checked(bad, words):
+    s = one_team()
+    with pytest.raises(ValidationError, match=f"checkpoint_every \\(seconds\\) must be.*{words}|{words}"):
+        job(s, "a", gpus=1, time_limit=HOUR, now=0, checkpoint_every=bad)
+    assert not s.state.pending                                           # nothing accepted
