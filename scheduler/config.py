@@ -72,12 +72,13 @@ class EngineConfig(Configurable):
         against churn). 0 = off; otherwise greater than 1.""")
     swap_loss = Float(
         300.0, min=0.0, config=True,
-        help="""With preempt_for_shorter, for work whose priority class says how it checkpoints
-        (checkpoint_every, startup): the most seconds of progress since its last checkpoint a
-        swap for shorter work may throw away. A swap is an improvement, not anyone's due, so it
-        waits until a victim has just saved; reclaim for a guarantee and moves do not wait.
-        In trace replay it cut the GPU-hours lost to preemption by up to half (bench/README.md).
-        Work of classes that declare no checkpoints is swapped whenever it qualifies.""")
+        help="""With preempt_for_shorter, for work that says how it checkpoints (its own or its
+        priority class's checkpoint_every, the class's startup): the most seconds of progress
+        since its last checkpoint a swap for shorter work may throw away. A swap is an
+        improvement, not anyone's due, so it waits until a victim has just saved; reclaim for a
+        guarantee and moves do not wait. In trace replay it cut the GPU-hours lost to
+        preemption by up to half (bench/README.md). Work that declares no checkpoints is
+        swapped whenever it qualifies.""")
     half_life = Float(
         86400.0, config=True,
         help="""Half-life of past usage in fair share, in seconds (Slurm's PriorityDecayHalfLife,

@@ -7,8 +7,8 @@ have run at least their class's ``preempt_after``):
   declared time left is more than ``longer`` seconds (``preempt_for_shorter``
   times ``w``'s own time left) and that has run its class's ``swap_after`` since
   it last started, the most time left first — in a queue above its guarantee
-  only while no owed work waits (``swap_borrowed``), and, where its class says
-  how its work checkpoints, only while it would lose at most ``swap_loss``
+  only while no owed work waits (``swap_borrowed``), and, where it or its class
+  says how it checkpoints, only while it would lose at most ``swap_loss``
   seconds of work (``since_checkpoint``): a swap is an improvement, not an
   entitlement, so it waits until its victim has just saved;
 * when ``w`` fits in its queue's guarantee (reclaim): work of any rank in
@@ -16,8 +16,8 @@ have run at least their class's ``preempt_after``):
 * when ``w`` itself borrows: lower-ranked borrowers of other queues.
 
 Victims are tried lower rank first, then borrowers, the least work lost first
-(``loss``: since the last checkpoint where the class declares them, else the
-youngest), then longer work of ``w``'s own rank (a single-node ``w`` stops a gang only when no
+(``loss``: since the last checkpoint where the work or its class declares them,
+else the youngest), then longer work of ``w``'s own rank (a single-node ``w`` stops a gang only when no
 node can be cleared without one: ``victim_nodes.one_node``); once
 ``w`` fits, victims that turn out unnecessary are given back (oldest first),
 so the set is small and young. A queue is never taken below its guarantee by
@@ -202,8 +202,8 @@ def since_checkpoint(v: Workload, cls: PriorityClass, now: float) -> float | Non
 
 
 def loss(v: Workload, cls: PriorityClass, now: float) -> float:
-    """Seconds of work stopping ``v`` now throws away: since its last checkpoint where its class
-    declares them (``since_checkpoint``), else its whole current run (as if it never saved,
+    """Seconds of work stopping ``v`` now throws away: since its last checkpoint where it or its
+    class declares them (``since_checkpoint``), else its whole current run (as if it never saved,
     which makes the least loss the youngest)."""
     lost = since_checkpoint(v, cls, now)
     return now - v.admitted_at if lost is None else lost
