@@ -62,6 +62,10 @@ class Metrics:
                                 ["queue"], registry=self.registry)
         self.admissions = Counter("computehub_admissions", "Workloads admitted", ["queue"],
                                   registry=self.registry)
+        self.preempted_work = Counter(
+            "computehub_preempted_work_lost_gpu_seconds",
+            "GPU-seconds of progress preemption threw away (since the victims' last checkpoints; "
+            "only work that declares its checkpoints is counted)", ["queue"], registry=self.registry)
 
     def observe_cycle(self, res) -> None:
         self.cycle.observe(res.seconds)
@@ -70,6 +74,8 @@ class Metrics:
             self.queue_wait.labels(w.queue).observe(max(0.0, res.now - w.submitted_at))
         for v, _ in res.preempted:
             self.preemptions.labels(v.queue).inc()
+            if v.id in res.lost:
+                self.preempted_work.labels(v.queue).inc(res.lost[v.id] * v.gpus)
 
 
 class MetricsHandler(BaseHandler):

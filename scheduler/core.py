@@ -285,9 +285,11 @@ class Scheduler(SubmissionsMixin):
             # work admitted in this cycle, and moved work may land where other moved work was.
             self.store.put_workloads([v for v, _ in res.preempted] + res.admitted)
             for v, by in res.preempted:
+                lost = res.lost.get(v.id)
                 self._event(now, "preempted", v, f"preempted by {by.id} ({by.priority}, queue {by.queue}): "
-                            f"{preemption.why(v, by)}",
-                            preemptor=by.id, placement=[a.to_dict() for a in v.placement])
+                            f"{preemption.why(v, by)}{preemption.lost_words(lost)}",
+                            preemptor=by.id, placement=[a.to_dict() for a in v.placement],
+                            **({} if lost is None else {"lost_s": lost}))
                 if v.state != PREEMPTING:      # released at once (replay)
                     self.store.close_allocation(v.id, now)
                     if v.state in TERMINAL:

@@ -41,6 +41,8 @@ class CycleResult:
     # The earliest time a decision may change with nothing else happening: a swap waited for
     # its victim's next checkpoint (EngineConfig.swap_loss). Trace replay wakes up then.
     wake_at: float | None = None
+    # Victim id -> seconds of work its stop throws away, where it declares checkpoints.
+    lost: dict[str, float] = field(default_factory=dict)
 
 
 class Engine(MakingRoom):

@@ -103,7 +103,11 @@ class MakingRoom:
     def _stop(self, victims: list[Workload], w: Workload, now: float, res) -> None:
         """Preempt ``victims`` for ``w``: released at once (replay) or once they have stopped."""
         self._victims.drop(victims)
+        classes = self.state.classes
         for v in victims:
+            lost = preemption.since_checkpoint(v, classes[v.priority], now)
+            if lost is not None:
+                res.lost[v.id] = lost
             res.preempted.append((v, w))
             v.preemptions += 1
             v.metadata["preempted_by"] = w.id

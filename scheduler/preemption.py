@@ -251,6 +251,15 @@ def is_swap(victim: Workload, by: Workload) -> bool:
     return victim.queue == by.queue and victim.priority == by.priority
 
 
+def lost_words(lost: float | None) -> str:
+    """What a preemption threw away, for the victim's owner (nothing where it is not known)."""
+    if lost is None:
+        return ""
+    if lost < 60:
+        return "; it had saved a checkpoint less than a minute before"
+    return f"; the {lost / 60:.0f} minutes of work since its last checkpoint are lost"
+
+
 def why(victim: Workload, by: Workload) -> str:
     """Why ``victim`` was chosen for ``by``, in words for its owner (candidates' rules)."""
     if victim.metadata.get("moved_for") == by.id:

@@ -127,7 +127,7 @@ def test_metrics_need_a_scope_and_describe_the_scheduler(hub):
     text = r.text
     for name in ("computehub_gpus_total", "computehub_gpus_allocated", "computehub_workloads",
                  "computehub_queue_wait_seconds_bucket", "computehub_scheduling_cycle_duration_seconds_count",
-                 "computehub_preemptions_total"):
+                 "computehub_preemptions_total", "computehub_preempted_work_lost_gpu_seconds_total"):
         assert name in text, name
     assert 'computehub_gpus_total{flavor="a100"} 8.0' in text
 

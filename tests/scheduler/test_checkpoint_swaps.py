@@ -45,8 +45,13 @@ def test_a_swap_waits_until_its_victim_has_just_saved():
     assert res.wake_at == 1860
     assert not s.cycle(now=1500).preempted
     res = s.cycle(now=1860 + 120)          # 2 minutes past the checkpoint: 120 s lost ≤ 300
-    assert [by.id for _, by in res.preempted] == [short.id] and short.state == ADMITTED
+    (victim, by), = res.preempted
+    assert by.id == short.id and short.state == ADMITTED and res.lost == {victim.id: 120}
     assert sum(w.state == RUNNING for w in runs) == 3
+    # Its owner is told what it lost.
+    ev, = s.events(workload_id=victim.id, kinds=("preempted",))
+    assert ev.data["lost_s"] == 120 and ev.reason.endswith(
+        "; the 2 minutes of work since its last checkpoint are lost"), ev.reason
 
 
 def test_without_declared_checkpoints_the_swap_happens_at_once():
@@ -55,6 +60,9 @@ def test_without_declared_checkpoints_the_swap_happens_at_once():
     short = job(s, "a", gpus=1, time_limit=2 * HOUR, now=700)
     res = s.cycle(now=700)
     assert [by.id for _, by in res.preempted] == [short.id] and res.wake_at is None
+    assert res.lost == {}                    # not known, so not claimed
+    ev, = s.events(workload_id=res.preempted[0][0].id, kinds=("preempted",))
+    assert "lost_s" not in ev.data and "checkpoint" not in ev.reason
 
 
 def test_the_victim_is_the_one_that_has_just_saved():
