@@ -26,6 +26,9 @@ sys.path.insert(0, str(ROOT))
 from scheduler.replay import (DECLARED_LIMITS, OVERESTIMATE, POLICIES, Restart, default_capacity,  # noqa: E402
                               load, run, summarize, table)
 from scheduler.replay.guarantee import GuaranteeWatch  # noqa: E402
+from traitlets import TraitError  # noqa: E402
+
+from scheduler import EngineConfig  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 ALL_POLICIES = "fifo,fifo-skip,sjf,srtf,las,default,default-age"
@@ -52,11 +55,30 @@ def find_traces(arg: str | None) -> Path:
     sys.exit(f"bench/replay.py: no cluster*.csv traces under {base} (use --traces DIR or COMPUTEHUB_TRACES)")
 
 
+def engine_settings(pairs: list[str]) -> dict:
+    """``["swap_loss=inf", ...]`` as EngineConfig values, checked by the traits themselves."""
+    traits = EngineConfig.class_traits(config=True)
+    traits.pop("release_on_preempt")        # replay stops victims at once, always
+    out = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        name = name.strip()
+        if not sep or name not in traits:
+            raise ValueError(f"--engine expects SETTING=VALUE with one of {', '.join(sorted(traits))}; "
+                             f"not {pair!r}")
+        try:
+            out[name] = traits[name].from_string(text.strip())
+            EngineConfig(**{name: out[name]})
+        except (TraitError, ValueError) as e:
+            raise ValueError(f"--engine {pair}: {e}") from None
+    return out
+
+
 def replay(jobs, cap: int, policy: str, args) -> dict:
     watch = GuaranteeWatch()
     out = run(jobs, cap, policy, n_teams=args.teams, declared_limits=args.declared_limits,
               restart=Restart(args.restart_cost, args.checkpoint_every), overestimate=args.overestimate,
-              after_cycle=watch)
+              after_cycle=watch, engine=getattr(args, "engine", None))
     m = summarize(out)
     m.update(watch.finish(max(r.finish for r in out.records)))
     m["declared_limits"] = out.declared_limits
@@ -117,8 +139,15 @@ def main(argv=None) -> int:
     ap.add_argument("--checkpoint-every", type=float, default=1800.0,
                     help="seconds of progress between checkpoints (work since the last one is lost); 0 = none lost")
     ap.add_argument("--max-jobs", type=int, default=0, help="replay only the first N jobs of each trace")
+    ap.add_argument("--engine", action="append", default=[], metavar="SETTING=VALUE",
+                    help="override a setting of the ComputeHub policies (an EngineConfig trait, see "
+                         "scheduler/config.py), e.g. swap_loss=inf oversize_reservation_stretch=0; repeatable")
     ap.add_argument("--json", metavar="FILE", default=str(RESULTS / "replay.json"), help="where to write results")
     args = ap.parse_args(argv)
+    try:
+        args.engine = engine_settings(args.engine)
+    except ValueError as e:
+        ap.error(str(e))
     folder = find_traces(args.traces)
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     unknown = [p for p in policies if p not in POLICIES]

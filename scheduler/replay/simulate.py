@@ -140,14 +140,15 @@ def check_fits(jobs: list[Job], capacity_gpus: int) -> None:
 
 
 def build(capacity_gpus: int, policy: str = "default", n_teams: int = N_TEAMS,
-          clock=None) -> Scheduler:
-    """A ``Scheduler`` with the nodes and queues of a replay of ``policy``."""
+          clock=None, engine: dict | None = None) -> Scheduler:
+    """A ``Scheduler`` with the nodes and queues of a replay of ``policy``; ``engine`` overrides
+    settings (``EngineConfig`` traits) of the ComputeHub policies (those with team queues)."""
     p = POLICIES.get(policy)
     if p is None:
         raise ValueError(f"unknown policy {policy!r} (choose from {', '.join(POLICIES)})")
     if n_teams < 1:
         raise ValueError(f"the number of teams must be at least 1, not {n_teams}")
-    sched = Scheduler(MemoryStore(keep_events=False), p.config.copy(),
+    sched = Scheduler(MemoryStore(keep_events=False), p.config.copy(**(engine if p.team_queues and engine else {})),
                       clock=clock or (lambda: 0.0))
     for i, gpus in enumerate(node_sizes(capacity_gpus)):
         sched.put_node({"name": f"node-{i:04d}", "gpus": gpus, "cpu": 256, "memory": "2Ti"}, now=0.0)
@@ -163,13 +164,14 @@ def build(capacity_gpus: int, policy: str = "default", n_teams: int = N_TEAMS,
 
 def run(jobs: list[Job], capacity_gpus: int, policy: str = "default", *, n_teams: int = N_TEAMS,
         declared_limits: str = "oracle", after_cycle=None, restart: Restart = FREE,
-        overestimate: float = OVERESTIMATE) -> Outcome:
+        overestimate: float = OVERESTIMATE, engine: dict | None = None) -> Outcome:
     """Replay ``jobs`` and return what happened to each (see ``simulate`` for the summary).
 
     ``declared_limits``: what jobs declare as run-time limit (``costs``), 'policy' = the
     policy's own choice. ``restart``: what a preemption costs (``costs.Restart``).
     ``after_cycle(scheduler, now, cycle_result, workload_to_job)`` is called after
-    every cycle (the demo uses it to ask pending work to explain itself).
+    every cycle (the demo uses it to ask pending work to explain itself). ``engine``: settings
+    of the ComputeHub policies to override (``build``), e.g. ``{"swap_loss": math.inf}``.
     """
     if declared_limits not in DECLARED_LIMITS:
         raise ValueError(f"declared_limits must be one of {', '.join(DECLARED_LIMITS)}, not {declared_limits!r}")
@@ -180,7 +182,7 @@ def run(jobs: list[Job], capacity_gpus: int, policy: str = "default", *, n_teams
     check_fits(jobs, capacity_gpus)
     wall0 = _time.perf_counter()
     clock = [0.0]
-    sched = build(capacity_gpus, policy, n_teams, clock=lambda: clock[0])
+    sched = build(capacity_gpus, policy, n_teams, clock=lambda: clock[0], engine=engine)
     if restart.checkpoint_s > 0:
         # The jobs checkpoint as the cost model says; an admin declares that on their class.
         jobs_class = sched.state.classes["training"].to_dict()

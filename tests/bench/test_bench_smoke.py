@@ -82,6 +82,17 @@ def test_bench_replay_through_the_cli(tmp_path):
     met = sum(t["met"] for t in data["targets"]["default"])
     assert f"Targets met by `default`: {met} of {len(data['targets']['default'])}." in md
     assert "| cluster05 | default |" in md and "| cluster05 | default-age |" in md
+    # --engine overrides a setting of the ComputeHub policies only: with preemption off the
+    # default preempts nothing, and FIFO's figures do not change.
+    off = tmp_path / "off.json"
+    r = subprocess.run([computehub(), "bench", "replay", "--traces", str(tmp_path / "traces"), "--clusters", "05",
+                        "--max-jobs", "120", "--policies", "default", "--engine", "preemption=false",
+                        "--json", str(off)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    changed = json.loads(off.read_text())["cluster05"]["results"]
+    assert changed["fifo"] == {**data["results"]["fifo"], "wall_seconds": changed["fifo"]["wall_seconds"],
+                               "cycle_seconds": changed["fifo"]["cycle_seconds"]}
+    assert data["results"]["default"]["preemptions"] > 0 and changed["default"]["preemptions"] == 0
 
 
 def test_bench_scale_through_the_cli(tmp_path):
@@ -99,6 +110,9 @@ def test_bench_scale_through_the_cli(tmp_path):
 @pytest.mark.parametrize("args, words", [
     (["bench", "nope"], ["unknown benchmark", "'nope'"]),
     (["bench"], ["scale", "replay", "slurm"]),
+    (["bench", "replay", "--engine", "nosuch=1"], ["--engine expects SETTING=VALUE", "swap_loss", "'nosuch=1'"]),
+    (["bench", "replay", "--engine", "swap_loss=-5"], ["--engine swap_loss=-5", "should not be less than 0"]),
+    (["bench", "replay", "--engine", "release_on_preempt=false"], ["--engine expects SETTING=VALUE"]),
 ])
 def test_bench_errors_are_one_line(args, words):
     r = subprocess.run([computehub(), *args], capture_output=True, text=True, timeout=60)

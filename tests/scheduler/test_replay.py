@@ -285,5 +285,8 @@ def test_a_swap_in_replay_waits_for_its_victims_checkpoint(tmp_path):
     m = summarize(out)    # useful utilisation: the jobs' own GPU-seconds, what was lost left out
     assert m["gpu_useful_utilisation"] == pytest.approx((8 * 360000 + 3600) / (8 * m["makespan_s"]))
     assert m["gpu_utilisation"] == pytest.approx(m["gpu_useful_utilisation"] + 120 / (8 * m["makespan_s"]))
-    # With no checkpoints (free restarts), nothing to wait for: the swap comes at 1,000 s.
+    # With no checkpoints (free restarts), nothing to wait for: the swap comes at 1,000 s; nor
+    # when the engine is told to swap whatever is lost (the setting as trace replay overrides it).
     assert jcts(run(jobs, 8, "default", n_teams=1, declared_limits="oracle"))["S"] == 3600
+    assert jcts(run(jobs, 8, "default", n_teams=1, declared_limits="oracle", restart=Restart(60, 1800),
+                    engine={"swap_loss": math.inf}))["S"] == 3600
