@@ -111,7 +111,7 @@ def candidates(index, w: Workload, cls, order: str, thresholds, classes: dict, n
                 break       # sorted by rank: the rest rank higher still
             theirs = value(v)
             if rank < cls.rank or theirs > mine:
-                out.append(((rank, -theirs, key[1], key[2]), v))
+                out.append(((rank, -theirs, -v.admitted_at, -v.seq), v))
     out.sort(key=lambda t: t[0])
     return [v for _, v in out]
 
