@@ -192,7 +192,7 @@ def since_checkpoint(v: Workload, cls: PriorityClass, now: float) -> float | Non
     ``checkpoint_every`` (None where neither does). Each start resumes from a checkpoint (or
     from the beginning), so after the class's ``startup`` seconds the work saves every
     ``checkpoint_every`` seconds of the current run; work not yet running loses nothing."""
-    every = v.checkpoint_every or cls.checkpoint_every
+    every = _checkpoint_every(v, cls)
     if every is None:
         return None
     if v.started_at is None:
@@ -218,8 +218,13 @@ def _loses_at_most(state, index: VictimIndex, v: Workload, most: float) -> bool:
     lost = since_checkpoint(v, cls, index.now)
     if lost is None or lost <= most:
         return True
-    index.wake(index.now + (v.checkpoint_every or cls.checkpoint_every) - lost)
+    index.wake(index.now + _checkpoint_every(v, cls) - lost)
     return False
+
+
+def _checkpoint_every(v: Workload, cls: PriorityClass) -> float | None:
+    """The workload's own declared checkpoint interval, else its class's (None: neither)."""
+    return v.checkpoint_every or cls.checkpoint_every
 
 
 def _rank_of(entry) -> int:
@@ -255,9 +260,12 @@ def lost_words(lost: float | None) -> str:
     """What a preemption threw away, for the victim's owner (nothing where it is not known)."""
     if lost is None:
         return ""
-    if lost < 60:
+    minutes = round(lost / 60)
+    if minutes < 1:
         return "; it had saved a checkpoint less than a minute before"
-    return f"; the {lost / 60:.0f} minutes of work since its last checkpoint are lost"
+    if minutes == 1:
+        return "; the minute of work since its last checkpoint is lost"
+    return f"; the {minutes} minutes of work since its last checkpoint are lost"
 
 
 def why(victim: Workload, by: Workload) -> str:

@@ -9,7 +9,7 @@ from sched_helpers import cluster, job
 
 from scheduler import ValidationError
 from scheduler.model import ADMITTED, PENDING, RUNNING
-from scheduler.preemption import since_checkpoint
+from scheduler.preemption import lost_words, since_checkpoint
 
 HOUR = 3600.0
 TRAINING = {"name": "training", "rank": 200, "preempt_after": 600}
@@ -173,3 +173,11 @@ def test_a_workloads_checkpoint_interval_is_checked(bad, words):
     with pytest.raises(ValidationError, match=f"checkpoint_every \\(seconds\\) must be.*{words}|{words}"):
         job(s, "a", gpus=1, time_limit=HOUR, now=0, checkpoint_every=bad)
     assert not s.state.pending                                           # nothing accepted
+
+
+@pytest.mark.parametrize("lost, words", [
+    (None, ""), (20, "; it had saved a checkpoint less than a minute before"),
+    (70, "; the minute of work since its last checkpoint is lost"),
+    (1500, "; the 25 minutes of work since its last checkpoint are lost")])
+def test_what_was_lost_is_said_in_words(lost, words):
+    assert lost_words(lost) == words
