@@ -121,11 +121,11 @@ computehub classes set training --rank 200 --preempt-after 600 --checkpoint-ever
 
     def run(self, name):
         body = {"rank": self.rank, "preemptible": self.preemptible, "may_borrow": self.preemptible,
-                "preempt_after": self.preempt_after, "description": self.description_text}
+                "preempt_after": self.preempt_after, "startup": self.startup, "description": self.description_text}
         if self.swap_after is not None:
             body["swap_after"] = self.swap_after
         if self.checkpoint_every is not None:
-            body.update(checkpoint_every=self.checkpoint_every, startup=self.startup)
+            body["checkpoint_every"] = self.checkpoint_every
         c = self.client().put_class(name, **body)
         if self.json:
             self.emit(c)

@@ -76,12 +76,12 @@ def _borrow_only(sched, w: Workload, now: float) -> str:
     back = ", and they may take them back" if sched.config.preemption and cls is not None \
         and cls.preemptible else ""
     has = f"is guaranteed {fmt_amount(GPU, guaranteed)}" if guaranteed else "has no guaranteed GPUs"
-    held = "" if sched.engine.may_reserve(w, now) else _held_from(sched, w, now)
+    held = "" if sched.engine.may_reserve(w, now) else _held_until(sched, w)
     return (f"; it needs {fmt_amount(GPU, need)} GPUs and queue {w.queue} {has}, so it runs only on GPUs "
             f"other queues leave free{held}, after the work they are owed{back}")
 
 
-def _held_from(sched, w: Workload, now: float) -> str:
+def _held_until(sched, w: Workload) -> str:
     """No reservation is held for ``w`` now: say until when (``oversize_reservation_stretch``)."""
     after = sched.engine.reserves_oversize_after(w)
     if after == float("inf"):
