@@ -222,6 +222,25 @@ class Scheduler(SubmissionsMixin):
             self.store.put_workload(w)
         return w
 
+    def report_checkpoint(self, workload_id: str, at: float | None = None, now=None) -> Workload:
+        """Running work saved a checkpoint at ``at`` (default: now; a little later than now,
+        another machine's clock, counts as now). From then on a preemption is known to lose
+        exactly the work since then (``preemption.since_checkpoint``), and a swap waiting
+        for this victim to save may go ahead. A report older than the latest is kept out."""
+        w = self.get(workload_id)
+        if w.state != RUNNING:
+            raise Conflict(f"workload {workload_id} is {w.state}; only running work reports checkpoints")
+        now = self._now(now)
+        at = now if at is None else min(float(at), now)
+        if at < w.started_at:
+            raise Conflict(f"a checkpoint saved at {at:.3f} is older than the current run of "
+                           f"{workload_id}, started at {w.started_at:.3f} (UNIX times)")
+        if w.checkpointed_at is None or at > w.checkpointed_at:
+            w.checkpointed_at = at
+            with self._tx():
+                self.store.put_workload(w)
+        return w
+
     def mark_finished(self, workload_id: str, now=None, exit_code: int = 0, reason: str = "",
                       node_lost: bool = False) -> Workload:
         """The workload ended: finished (exit 0) or failed; when its node was lost (not its

@@ -216,7 +216,9 @@ class Workload:
     all-or-nothing. ``time_limit`` (seconds) is the declared run-time limit
     that backfill and ETAs use; None means unknown. ``checkpoint_every``
     (seconds of progress between its checkpoints) overrides its priority
-    class's, None = the class's.
+    class's, None = the class's. ``checkpointed_at``: when the running work
+    last reported a saved checkpoint (``Scheduler.report_checkpoint``); a
+    report from its current run says exactly what a preemption would lose.
     """
 
     id: str
@@ -242,6 +244,7 @@ class Workload:
     reason: str = ""
     exit_code: int | None = None
     idle_warned_at: float | None = None
+    checkpointed_at: float | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
 
     @property

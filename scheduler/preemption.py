@@ -188,17 +188,26 @@ def _swap_victims(state, index: VictimIndex, w: Workload, cls: PriorityClass, lo
 
 
 def since_checkpoint(v: Workload, cls: PriorityClass, now: float) -> float | None:
-    """Seconds of progress ``v`` would lose if stopped now, where it or its class declares
-    ``checkpoint_every`` (None where neither does). Each start resumes from a checkpoint (or
-    from the beginning), so after the class's ``startup`` seconds the work saves every
-    ``checkpoint_every`` seconds of the current run; work not yet running loses nothing."""
+    """Seconds of progress ``v`` would lose if stopped now (None where that is not known).
+    Exactly the time since its last reported checkpoint of its current run
+    (``Workload.checkpointed_at``); else, where it or its class declares ``checkpoint_every``,
+    what that cadence implies: each start resumes from a checkpoint (or from the beginning),
+    so after the class's ``startup`` seconds the work saves every ``checkpoint_every``
+    seconds of the current run. Work that reported checkpoints before but not yet in this
+    run, with no cadence declared, loses the whole run after ``startup``. Work not yet
+    running loses nothing."""
     every = _checkpoint_every(v, cls)
-    if every is None:
+    saved = v.checkpointed_at
+    if every is None and saved is None:
         return None
     if v.started_at is None:
         return 0.0
+    if saved is not None and saved >= v.started_at:
+        return max(0.0, now - saved)
     run = now - v.started_at - cls.startup
-    return run % every if run > 0 else 0.0
+    if run <= 0:
+        return 0.0
+    return run if every is None else run % every
 
 
 def loss(v: Workload, cls: PriorityClass, now: float) -> float:
@@ -218,7 +227,9 @@ def _loses_at_most(state, index: VictimIndex, v: Workload, most: float) -> bool:
     lost = since_checkpoint(v, cls, index.now)
     if lost is None or lost <= most:
         return True
-    index.wake(index.now + _checkpoint_every(v, cls) - lost)
+    every = _checkpoint_every(v, cls)
+    if every is not None:       # else its next report starts a cycle
+        index.wake(index.now + every - lost % every)
     return False
 
 

@@ -1,0 +1,106 @@
+"""Checkpoints that running work reports (``Scheduler.report_checkpoint``): what a preemption
+would lose is then known exactly, instead of inferred from a declared cadence, so swaps go
+ahead as soon as a victim has saved and reclaim takes the borrower that just saved."""
+
+import pytest
+from sched_helpers import job
+from test_checkpoint_swaps import HOUR, TRAINING, one_team, start
+
+from scheduler import Conflict, Scheduler
+from scheduler.model import PENDING, RUNNING
+from scheduler.preemption import since_checkpoint
+from scheduler.store import open_store
+
+
+def test_a_reported_checkpoint_lets_a_waiting_swap_go_ahead():
+    # The class saves every 30 minutes after a minute of loading, so at 700 s a victim would
+    # lose 640 s by the cadence and the swap waits for 1,860 s. One job reports that it saved
+    # at 650 s: it loses 50 s, and it is the one swapped out at once.
+    s = one_team()
+    runs = start(s, "a", [100, 100, 100, 100], now=0)
+    s.report_checkpoint(runs[2].id, at=650, now=660)
+    short = job(s, "a", gpus=1, time_limit=2 * HOUR, now=700)
+    res = s.cycle(now=700)
+    (victim, by), = res.preempted
+    assert (victim.id, by.id) == (runs[2].id, short.id) and res.lost == {runs[2].id: 50}
+    ev, = s.events(workload_id=victim.id, kinds=("preempted",))
+    assert ev.data["lost_s"] == 50
+
+
+def test_work_that_reports_but_declares_no_cadence_waits_for_its_next_report():
+    # Nothing is declared; each job has reported a checkpoint, so what it would lose is known.
+    s = one_team(checkpoints=False)
+    runs = start(s, "a", [100] * 4, now=0)
+    for w in runs:
+        s.report_checkpoint(w.id, at=100, now=100)
+    short = job(s, "a", gpus=1, time_limit=2 * HOUR, now=700)
+    res = s.cycle(now=700)
+    # 600 s since each one's save: more than swap_loss (300 s). No cadence says when the
+    # next save comes, so no wake-up either: the report itself starts the next cycle.
+    assert not res.preempted and short.state == PENDING and res.wake_at is None
+    s.report_checkpoint(runs[1].id, now=900)
+    (victim, by), = s.cycle(now=950).preempted
+    assert (victim.id, by.id) == (runs[1].id, short.id)
+    assert since_checkpoint(runs[0], s.state.classes["training"], 950) == 850
+
+
+def test_reclaim_takes_the_borrower_that_reported_saving_last():
+    # Team b borrows the whole node, all four since 0, no cadence declared: without reports
+    # they would all lose 1,950 s and the youngest by sequence would go. One reported 30 s
+    # ago: it loses the least.
+    s = one_team(checkpoints=False)
+    lent = start(s, "b", [100] * 4, now=0)
+    s.report_checkpoint(lent[0].id, at=1920, now=1925)
+    owed = job(s, "a", gpus=1, time_limit=100 * HOUR, now=1950)
+    (victim, by), = s.cycle(now=1950).preempted
+    assert (victim.id, by.id) == (lent[0].id, owed.id)
+
+
+def test_a_report_from_an_earlier_run_does_not_count():
+    # A job saved at 600 s, was reclaimed at 1,000 s and restarted at 2,000 s: its next
+    # preemption loses the work of this run, by the class's cadence, not since 600 s.
+    s = one_team()
+    lent = start(s, "b", [100] * 4, now=0)
+    s.report_checkpoint(lent[0].id, at=600, now=600)
+    owed = job(s, "a", gpus=1, time_limit=HOUR, now=1000)
+    (victim, _), = s.cycle(now=1000).preempted
+    assert victim.id == lent[0].id
+    s.mark_finished(owed.id, now=1500)
+    s.cycle(now=2000)
+    s.mark_running(victim.id, now=2000)
+    training = s.state.classes["training"]
+    assert since_checkpoint(victim, training, 2500) == 440          # 500 s run − 60 s loading
+    with pytest.raises(Conflict, match="older than the current run"):
+        s.report_checkpoint(victim.id, at=1900, now=2500)
+    assert victim.checkpointed_at == 600
+
+
+def test_what_a_report_may_say():
+    s = one_team(checkpoints=False)
+    w = start(s, "a", [100], now=0)[0]
+    s.report_checkpoint(w.id, at=500, now=600)
+    s.report_checkpoint(w.id, at=400, now=610)                  # older than the latest: kept out
+    assert w.checkpointed_at == 500
+    s.report_checkpoint(w.id, at=900, now=700)                  # a clock ahead of ours: now
+    assert w.checkpointed_at == 700
+    pending = job(s, "a", gpus=4, now=700)
+    with pytest.raises(Conflict, match="pending; only running work reports checkpoints"):
+        s.report_checkpoint(pending.id, now=710)
+    s.mark_finished(w.id, now=800)
+    with pytest.raises(Conflict, match="finished"):
+        s.report_checkpoint(w.id, now=810)
+
+
+def test_a_reported_checkpoint_is_durable(tmp_path):
+    url = f"sqlite:///{tmp_path / 'ch.db'}"
+    s = Scheduler(store=open_store(url))
+    s.put_node({"name": "n0", "gpus": 4, "cpu": 64, "memory": "512Gi"}, now=0)
+    s.put_queue({"name": "a", "guaranteed": {"gpu": 4}}, now=0)
+    s.put_class({**TRAINING, "startup": 60}, now=0)
+    w = job(s, "a", gpus=1, now=0)
+    s.cycle(now=0)
+    s.mark_running(w.id, now=10)
+    s.report_checkpoint(w.id, at=400, now=420)
+    again = Scheduler(store=open_store(url)).get(w.id)
+    assert again.state == RUNNING and again.checkpointed_at == 400
+
