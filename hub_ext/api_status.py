@@ -1,5 +1,6 @@
 """``api/v1/workloads/{id}/status`` and ``api/v1/workloads/status``: what launchers and
-spawners report about admitted work (running, finished, failed, stopped, notes, idle).
+spawners report about admitted work (running, finished, failed, stopped, notes, idle, saved
+checkpoints); ``api/v1/workloads/{id}/checkpoint``: the owner's own job says it saved one.
 
 The batch form carries many reports in one request and writes them in one store
 transaction: a launcher that starts and ends dozens of jobs a second pays for one
@@ -17,7 +18,7 @@ from .api_workloads import _OneWorkload
 from .base import APIError, BaseHandler
 
 NOTE_FIELDS = ("endpoint", "message", "ready", "node", "restarts")
-STATUS_STATES = ("running", "update", "finished", "failed", "stopped", "idle")
+STATUS_STATES = ("running", "update", "checkpoint", "finished", "failed", "stopped", "idle")
 MAX_BATCH = 1000
 
 
@@ -44,6 +45,17 @@ def status_notes(body: dict) -> dict:
     return notes
 
 
+def checkpoint_time(body: dict) -> float | None:
+    """``at`` of a checkpoint report: when the work saved, a UNIX time in seconds (absent:
+    now). A clock a minute ahead of the service's is tolerated (counted as now)."""
+    at = body.get("at")
+    if at is None:
+        return None
+    if isinstance(at, bool) or not isinstance(at, (int, float)) or not 0 <= at <= time.time() + 60:
+        raise ValidationError("at must be the UNIX time in seconds the checkpoint was saved, not in the future")
+    return float(at)
+
+
 def apply_report(service, w, body: dict) -> dict:
     """Apply one status report to workload ``w``; the answer's body (the workload, or the
     idle policy's decision). Raises a ``SchedulerError``/``APIError`` before changing
@@ -60,6 +72,8 @@ def apply_report(service, w, body: dict) -> dict:
         if not notes:
             raise ValidationError("an update needs at least one of: " + ", ".join(NOTE_FIELDS))
         w = sched.annotate(w.id, notes)
+    elif state == "checkpoint":
+        w = sched.report_checkpoint(w.id, at=checkpoint_time(body))
     elif state in ("finished", "failed"):
         code = body.get("exit_code", 0 if state == "finished" else 1)
         if isinstance(code, bool) or not isinstance(code, int):
@@ -129,3 +143,20 @@ class StatusBatchHandler(BaseHandler):
                     results.append({"id": wid, "status": e.status_code, "error": e.code, "message": e.message})
         svc.changed()
         self.write_json({"results": results})
+
+
+class WorkloadCheckpointHandler(_OneWorkload):
+    """``POST workloads/{id}/checkpoint`` (body ``{"at": UNIX time}``, optional): running work
+    saved a checkpoint. For jobs holding their owner's token (a launcher reports them with
+    ``"state": "checkpoint"`` instead). Preemption then knows what stopping it would lose."""
+
+    async def post(self, workload_id):
+        caller, w = self._visible(workload_id)
+        self.require(caller.may_cancel(w), "report checkpoints of this workload")
+        body = self.json_body()
+        unknown = set(body) - {"at"}
+        if unknown:
+            raise ValidationError(f"unknown field(s): {', '.join(sorted(unknown))}; only at")
+        w = self.service.sched.report_checkpoint(w.id, at=checkpoint_time(body))
+        self.service.changed()
+        self.write_json(views.workload(w))

@@ -173,6 +173,7 @@ class ComputeHubService(Application):
             (api + rf"/workloads/{wid}", W.WorkloadHandler),
             (api + rf"/workloads/{wid}/logs", W.WorkloadLogsHandler),
             (api + rf"/workloads/{wid}/status", S.WorkloadStatusHandler),
+            (api + rf"/workloads/{wid}/checkpoint", S.WorkloadCheckpointHandler),
             (api + r"/queues", A.QueuesHandler),
             (api + rf"/queues/{name}", A.QueueHandler),
             (api + r"/classes", A.ClassesHandler),

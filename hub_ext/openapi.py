@@ -30,7 +30,8 @@ def _put(schema_ref: str) -> dict:
     return {**_ok(schema_ref, "200", "Replaced"), **_ok(schema_ref, "201", "Created")}
 
 
-def _op(summary: str, responses: dict, *, params=(), body: str | None = None, scope: str = "") -> dict:
+def _op(summary: str, responses: dict, *, params=(), body: str | None = None, scope: str = "",
+        body_required: bool = True) -> dict:
     op = {"summary": summary, "responses": {**responses, "400": _ERR, "401": _ERR, "403": _ERR, "404": _ERR,
                                                 "409": _ERR, "default": _ERR}}
     if scope:
@@ -38,7 +39,7 @@ def _op(summary: str, responses: dict, *, params=(), body: str | None = None, sc
     if params:
         op["parameters"] = list(params)
     if body:
-        op["requestBody"] = {"required": True,
+        op["requestBody"] = {"required": body_required,
                              "content": {"application/json": {"schema": {"$ref": body}}}}
     return op
 
@@ -91,6 +92,9 @@ def document(version: str) -> dict:
                              "properties": {"id": {"type": "string"}, "state": {"type": "string"},
                                             "user": {"type": "string"}, "queue": {"type": "string"},
                                             "position": {"type": "integer"},
+                                            "checkpointed_at": {"type": "number", "nullable": True,
+                                                                "description": "when the running work last "
+                                                                "reported a saved checkpoint (UNIX time)"},
                                             "explanation": {"$ref": "#/components/schemas/Explanation"}}},
                 "Explanation": {"type": "object", "description": "Why pending work waits and when it may start",
                                 "properties": {
@@ -121,8 +125,8 @@ def document(version: str) -> dict:
                         "body": {"description": "with 200: the workload, or the decision on an idle report"},
                         "error": {"type": "string"}, "message": {"type": "string"}}}}}},
                 "Status": {"type": "object", "required": ["state"], "properties": {
-                    "state": {"type": "string", "enum": ["running", "update", "finished", "failed", "stopped",
-                                                         "idle"]},
+                    "state": {"type": "string", "enum": ["running", "update", "checkpoint", "finished",
+                                                         "failed", "stopped", "idle"]},
                     "exit_code": {"type": "integer"}, "reason": {"type": "string"},
                     "node_lost": {"type": "boolean", "description": "with failed: the node went away; the "
                                   "workload requeues if its class requeues"},
@@ -130,7 +134,12 @@ def document(version: str) -> dict:
                                  "description": "http(s) URL where serve/{id}/ forwards (inference)"},
                     "message": {"type": "string", "maxLength": 2000}, "node": {"type": "string", "maxLength": 2000},
                     "ready": {"type": "boolean"}, "restarts": {"type": "integer", "minimum": 0},
-                    "idle_since": {"type": "number", "minimum": 0, "description": "UNIX time"}}},
+                    "idle_since": {"type": "number", "minimum": 0, "description": "UNIX time"},
+                    "at": {"type": "number", "minimum": 0, "description": "with checkpoint: when the work "
+                           "saved one (UNIX time; absent: now)"}}},
+                "Checkpoint": {"type": "object", "additionalProperties": False, "properties": {
+                    "at": {"type": "number", "minimum": 0, "description": "when the work saved the checkpoint "
+                           "(UNIX time; absent: now)"}}},
                 "IdleDecision": {"type": "object", "required": ["action"], "properties": {
                     "action": {"type": "string"}, "idle_seconds": {"type": "number"},
                     "warn_after": {"type": "number", "nullable": True},
@@ -214,6 +223,12 @@ def document(version: str) -> dict:
                                          {"$ref": "#/components/schemas/IdleDecision"}]}}}}},
                             params=[wid], body="#/components/schemas/Status",
                             scope="custom:computehub:submit-on-behalf")},
+            "/api/v1/workloads/{workload_id}/checkpoint": {
+                "post": _op("Running work saved a checkpoint (a job with its owner's token): a preemption "
+                            "then knows it loses only the work since, and a swap waiting for it to save may go "
+                            "ahead", _ok("#/components/schemas/Workload"), params=[wid],
+                            body="#/components/schemas/Checkpoint", body_required=False,
+                            scope="custom:computehub:submit (own) or submit-on-behalf")},
             "/api/v1/queues": {"get": _op("Queues with live usage", _ok("#/components/schemas/QueueList"))},
             "/api/v1/queues/{name}": {
                 "get": _op("A queue with live usage", _ok("#/components/schemas/Queue"), params=[qname]),

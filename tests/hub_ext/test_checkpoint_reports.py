@@ -1,0 +1,80 @@
+"""Running work reports its checkpoints through the real hub and proxy: the owner's job with
+``POST workloads/{id}/checkpoint``, a launcher with a ``checkpoint`` status report (one or in a
+batch). Only the owner (or an on-behalf caller) may report; bad reports are 4xx and change
+nothing."""
+
+from __future__ import annotations
+
+import time
+
+
+def _running(hub, user: str = "alice") -> str:
+    """A workload of ``user``, admitted and reported running by the launcher."""
+    tok = hub.tokens[user]
+    r = hub.call("POST", "/workloads", tok, json={"kind": "training", "name": "ckpt", "resources": {"cpu": "100m"}})
+    assert r.status_code == 201, r.text
+    wid = r.json()["id"]
+    deadline = time.time() + 15
+    while hub.call("GET", f"/workloads/{wid}", tok).json()["state"] != "admitted":
+        assert time.time() < deadline, f"{wid} not admitted"
+        time.sleep(0.05)
+    r = hub.call("POST", f"/workloads/{wid}/status", hub.launcher_token, json={"state": "running"})
+    assert r.status_code == 200 and r.json()["state"] == "running", r.text
+    return wid
+
+
+def test_the_owners_job_reports_a_checkpoint(hub):
+    wid = _running(hub)
+    tok = hub.tokens["alice"]
+    assert hub.call("GET", f"/workloads/{wid}", tok).json()["checkpointed_at"] is None
+    time.sleep(0.2)
+    before = time.time()
+    r = hub.call("POST", f"/workloads/{wid}/checkpoint", tok)          # no body: saved now
+    assert r.status_code == 200, r.text
+    saved = r.json()["checkpointed_at"]
+    assert before - 1 <= saved <= time.time() + 1
+    assert hub.call("GET", f"/workloads/{wid}", tok).json()["checkpointed_at"] == saved
+    # An older save than the latest is kept out; a later one, with its time, counts.
+    r = hub.call("POST", f"/workloads/{wid}/checkpoint", tok, json={"at": saved - 0.01})
+    assert r.status_code == 200 and r.json()["checkpointed_at"] == saved, r.text
+    time.sleep(0.2)
+    later = time.time() - 0.05
+    r = hub.call("POST", f"/workloads/{wid}/checkpoint", tok, json={"at": later})
+    assert r.status_code == 200 and r.json()["checkpointed_at"] == later, r.text
+
+
+def test_only_the_owner_or_a_launcher_reports_and_bad_reports_are_refused(hub):
+    wid = _running(hub)
+    alice = hub.tokens["alice"]
+    # bob (same group, no team-lead scope) does not see alice's work: 404, never 403.
+    r = hub.call("POST", f"/workloads/{wid}/checkpoint", hub.tokens["bob"])
+    assert r.status_code == 404, r.text
+    # lin, vision's team lead, sees it but may not act for alice.
+    r = hub.call("POST", f"/workloads/{wid}/checkpoint", hub.tokens["lin"])
+    assert r.status_code == 403 and "report checkpoints" in r.json()["message"], r.text
+    for body, words in (({"at": time.time() + 3600}, "not in the future"), ({"at": "now"}, "UNIX time"),
+                        ({"at": True}, "UNIX time"), ({"when": 1}, "unknown field(s): when")):
+        r = hub.call("POST", f"/workloads/{wid}/checkpoint", alice, json=body)
+        assert r.status_code == 400 and words in r.json()["message"], (body, r.text)
+    r = hub.call("POST", f"/workloads/{wid}/checkpoint", alice, json={"at": 1000.0})
+    assert r.status_code == 409 and "older than the current run" in r.json()["message"], r.text
+    assert hub.call("GET", f"/workloads/{wid}", alice).json()["checkpointed_at"] is None     # nothing changed
+    # Work that has ended saves nothing.
+    hub.call("POST", f"/workloads/{wid}/status", hub.launcher_token, json={"state": "finished"})
+    r = hub.call("POST", f"/workloads/{wid}/checkpoint", alice)
+    assert r.status_code == 409 and "only running work" in r.json()["message"], r.text
+
+
+def test_a_launcher_reports_checkpoints_with_its_status_reports(hub):
+    a, b = _running(hub, "carol"), _running(hub, "carol")
+    tok = hub.launcher_token
+    started = hub.call("GET", f"/workloads/{a}", tok).json()["started_at"]
+    time.sleep(0.3)
+    r = hub.call("POST", f"/workloads/{a}/status", tok, json={"state": "checkpoint", "at": started + 0.25})
+    assert r.status_code == 200 and r.json()["checkpointed_at"] == started + 0.25, r.text
+    r = hub.call("POST", "/workloads/status", tok, json={"reports": [
+        {"id": b, "state": "checkpoint"}, {"id": a, "state": "checkpoint", "at": -5}]})
+    first, second = r.json()["results"]
+    assert first["status"] == 200 and first["body"]["checkpointed_at"] >= started, first
+    assert second["status"] == 400 and "UNIX time" in second["message"], second
+    assert hub.call("GET", f"/workloads/{a}", tok).json()["checkpointed_at"] == started + 0.25
