@@ -140,6 +140,13 @@ class LauncherBackend(LoggingConfigurable):
         """For inference: the endpoint URL (``http://host:port``) once it answers, else None."""
         return None
 
+    async def last_checkpoint(self, workload: dict) -> float | None:
+        """When running work last saved a checkpoint (UNIX time), as far as this backend can
+        see; None where it cannot. The driver reports what is new to the service, so that
+        preemption knows what stopping the work would lose. Default: None (jobs may report
+        themselves: ``POST workloads/{id}/checkpoint``)."""
+        return None
+
     async def adopt(self, workload: dict) -> bool:
         """After a launcher restart: True if this workload's work is still known here (running,
         or ended with a result ``poll`` will report), and is tracked again; False if nothing of

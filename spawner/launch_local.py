@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from traitlets import Bool, Integer, List, Unicode, default
 
+from .checkpoints import newest_save
 from .launch_base import CHECKPOINT_ENV, Ended, LaunchError, LauncherBackend, gpus_of, job_of
 
 # The worker's command runs under sh so its exit code lands in a file: a launcher that
@@ -104,6 +105,7 @@ class Worker:
 class Run:
     workers: list[Worker] = field(default_factory=list)
     node: str = ""
+    checkpoint_dir: str = ""
 
 
 class LocalLauncher(LauncherBackend):
@@ -232,7 +234,8 @@ class LocalLauncher(LauncherBackend):
                      "LOGNAME": pw.pw_name if pw else user, "COMPUTEHUB_WORKLOAD_ID": wid,
                      CHECKPOINT_ENV: ckpt, "WORLD_SIZE": str(n), "LOCAL_WORLD_SIZE": str(n),
                      "MASTER_ADDR": self.host, "MASTER_PORT": str(master_port)})
-        run = Run(node=self.node_name or ",".join(sorted({a["node"] for a in workload.get("placement") or []})))
+        run = Run(node=self.node_name or ",".join(sorted({a["node"] for a in workload.get("placement") or []})),
+                  checkpoint_dir=ckpt)
         log = os.open(self.log_path(workload), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
         try:
             with open(self.log_path(workload), "a") as f:
@@ -309,11 +312,16 @@ class LocalLauncher(LauncherBackend):
                 return f"http://{self.host}:{w.port}"
         return None
 
+    async def last_checkpoint(self, workload: dict) -> float | None:
+        """The newest file in its $COMPUTEHUB_CHECKPOINT_DIR (``checkpoints.newest_save``)."""
+        run = self._runs.get(workload["id"])
+        return newest_save(run.checkpoint_dir) if run is not None and run.checkpoint_dir else None
+
     async def adopt(self, workload: dict) -> bool:
         try:
             with open(self._record(workload["id"])) as f:
                 rec = json.load(f)
-            run = Run(node=rec.get("node", ""),
+            run = Run(node=rec.get("node", ""), checkpoint_dir=rec.get("checkpoint_dir", ""),
                       workers=[Worker(w["rank"], w["pid"], w["started"], w["exit_file"], w.get("port"))
                                for w in rec["workers"]])
         except (OSError, ValueError, KeyError, TypeError):
@@ -355,7 +363,7 @@ class LocalLauncher(LauncherBackend):
         return os.path.join(self.state_dir, f"{wid}.json")
 
     def _save(self, wid: str, run: Run) -> None:
-        rec = {"node": run.node, "workers": [{"rank": w.rank, "pid": w.pid, "started": w.started,
+        rec = {"node": run.node, "checkpoint_dir": run.checkpoint_dir, "workers": [{"rank": w.rank, "pid": w.pid, "started": w.started,
                                               "exit_file": w.exit_file, "port": w.port} for w in run.workers]}
         tmp = self._record(wid) + ".tmp"
         with open(tmp, "w") as f:

@@ -18,7 +18,7 @@ import signal
 import time
 from dataclasses import dataclass
 
-from traitlets import Float, Instance, Integer, List, Type, Unicode, default
+from traitlets import Bool, Float, Instance, Integer, List, Type, Unicode, default
 from traitlets.config import Application
 
 from .launch_base import Ended, LaunchError, LauncherBackend
@@ -38,6 +38,7 @@ class Tracked:
     busy: bool = False        # a stop (cancel, preemption, time limit) is under way
     started: float = 0.0
     ended: Ended | None = None  # how it ended, kept until the service has heard it
+    checkpoint: float = 0.0     # the last checkpoint reported to the service (UNIX time)
 
 
 def ended_reason(ended: Ended) -> str:
@@ -78,6 +79,10 @@ class LauncherApp(Application):
     cancel_grace = Float(10.0, config=True, help="Seconds a cancelled job gets between SIGTERM and SIGKILL.")
     max_restarts = Integer(3, config=True, help="""Times a crashed inference service is restarted before it
         is reported failed (count).""")
+    report_checkpoints = Bool(True, config=True, help="""Report each checkpoint a running job saves (where
+        the backend can see it: the local backend reads the newest file in $COMPUTEHUB_CHECKPOINT_DIR)
+        to the service, which then knows exactly what a preemption would lose, and lets a swap
+        for shorter work go ahead as soon as its victim has saved.""")
     enforce_time_limit = Float(1.0, config=True, help="""Stop a job this many times its declared time limit
         after it started and report it failed (0 = never stop for time).""")
 
@@ -202,12 +207,22 @@ class LauncherApp(Application):
                     t.ready = True
                     await self.report(wid, "update", endpoint=endpoint, ready=True,
                                       message=f"ready at {endpoint}")
+            if ended is None and self.report_checkpoints and w["state"] == "running":
+                await self._report_checkpoint(wid, t, w)
         # Tracked work the service no longer holds was cancelled (or requeued): stop it.
         for wid in [i for i in self.tracked if i not in live]:
             t = self.tracked[wid]
             if not t.busy:
                 t.busy = True
                 self.spawn(self.halt(wid, t, self.cancel_grace, report=None))
+
+    async def _report_checkpoint(self, wid: str, t: Tracked, w: dict) -> None:
+        """Tell the service about a checkpoint saved since the last one reported, in this run
+        (what an earlier run saved is what this one resumed from, not news)."""
+        saved = await self.backend.last_checkpoint(w)
+        if saved is not None and saved > t.checkpoint and saved >= (w.get("started_at") or t.started):
+            t.checkpoint = saved
+            await self.report(wid, "checkpoint", at=min(saved, time.time()))
 
     async def launch(self, w: dict) -> None:
         wid = w["id"]

@@ -6,7 +6,8 @@ so jobs run as the launcher's own user (demo mode).
 
 Shown: a job's exit code and last log lines reach the service; a preempted job gets
 SIGTERM, saves to $COMPUTEHUB_CHECKPOINT_DIR, is requeued and resumes from it; a crashed
-inference service is restarted up to the limit; a teammate's short job preempts a long one of
+inference service is restarted up to the limit; the checkpoints a job saves reach the
+service; a teammate's short job preempts a long one of
 the same class (preempt_for_shorter); a working directory outside the allowed
 folders is refused with a reason; a launcher killed with -9 is restarted by the hub and
 adopts the job that still runs and reports the one that ended meanwhile; the hub config
@@ -181,6 +182,40 @@ def test_preemption_sigterm_checkpoint_requeue_resume(lhub):
     resumed = [int(x.split()[2]) for x in lines if x.startswith("resumed from ")]
     assert saved and saved[0] > 0, lines
     assert resumed[:2] == [0, saved[0]], lines
+
+
+def test_the_checkpoints_a_job_saves_reach_the_service(lhub):
+    """A job saves into $COMPUTEHUB_CHECKPOINT_DIR (write, then rename); the launcher sees each
+    new file and reports it, so the service knows when the job last saved (what a preemption
+    would lose). A job that saves nothing has no checkpoint time."""
+    hub, work = lhub
+    code = ("import os, time\n"
+            "d = os.environ['COMPUTEHUB_CHECKPOINT_DIR']\n"
+            "for i in range(3):\n"
+            "    time.sleep(1.5)\n"
+            "    open(os.path.join(d, 'last.pt.tmp'), 'w').write(str(i))\n"
+            "    os.replace(os.path.join(d, 'last.pt.tmp'), os.path.join(d, 'last.pt'))\n"
+            "    print('saved', os.stat(os.path.join(d, 'last.pt')).st_mtime, flush=True)\n"
+            "time.sleep(60)\n")
+    saver = submit(hub, "bob", py(code), work, kind="batch")
+    quiet = submit(hub, "bob", py("import time; time.sleep(60)"), work, kind="batch")
+    try:
+        first = wait_for("a first checkpoint", lambda: get(hub, saver["id"])["checkpointed_at"], 30)
+        w = get(hub, saver["id"])
+        assert w["state"] == "running" and first >= w["started_at"], w
+        last = wait_for("the third checkpoint", lambda: len(
+            [x for x in hub.call("GET", f"/workloads/{saver['id']}/logs", hub.tokens["bob"]).json()["lines"]
+             if x.startswith("saved ")]) == 3 and get(hub, saver["id"])["checkpointed_at"] > first
+            and get(hub, saver["id"]), 30)
+        lines = hub.call("GET", f"/workloads/{saver['id']}/logs", hub.tokens["bob"]).json()["lines"]
+        saves = [float(x.split()[1]) for x in lines if x.startswith("saved ")]
+        wait_for("the last save reported", lambda: get(hub, saver["id"])["checkpointed_at"] == saves[-1], 10)
+        assert first in saves and last["checkpointed_at"] in saves, (first, last, saves)
+        q = get(hub, quiet["id"])
+        assert q["state"] == "running" and q["checkpointed_at"] is None, q
+    finally:
+        for w in (saver, quiet):
+            hub.call("DELETE", f"/workloads/{w['id']}", hub.tokens["bob"])
 
 
 def test_short_work_preempts_longer_work_of_the_same_team_and_class(lhub):
