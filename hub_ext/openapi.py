@@ -95,6 +95,9 @@ def document(version: str) -> dict:
                                             "checkpointed_at": {"type": "number", "nullable": True,
                                                                 "description": "when the running work last "
                                                                 "reported a saved checkpoint (UNIX time)"},
+                                            "checkpoint_seen_every": {"type": "number", "nullable": True,
+                                                                      "description": "seconds between its "
+                                                                      "last two reported checkpoints of one run"},
                                             "explanation": {"$ref": "#/components/schemas/Explanation"}}},
                 "Explanation": {"type": "object", "description": "Why pending work waits and when it may start",
                                 "properties": {

@@ -226,7 +226,9 @@ class Scheduler(SubmissionsMixin):
         """Running work saved a checkpoint at ``at`` (default: now; a little later than now,
         another machine's clock, counts as now). From then on a preemption is known to lose
         exactly the work since then (``preemption.since_checkpoint``), and a swap waiting
-        for this victim to save may go ahead. A report older than the latest is kept out."""
+        for this victim to save may go ahead. A report older than the latest is kept out. Two
+        reports of one run show how often the work saves (``checkpoint_seen_every``), which
+        then tells when its next save is due (swaps waiting for it, ETAs)."""
         w = self.get(workload_id)
         if w.state != RUNNING:
             raise Conflict(f"workload {workload_id} is {w.state}; only running work reports checkpoints")
@@ -236,6 +238,8 @@ class Scheduler(SubmissionsMixin):
             raise Conflict(f"a checkpoint saved at {at:.3f} is older than the current run of "
                            f"{workload_id}, started at {w.started_at:.3f} (UNIX times)")
         if w.checkpointed_at is None or at > w.checkpointed_at:
+            if w.checkpointed_at is not None and w.checkpointed_at >= w.started_at:
+                w.checkpoint_seen_every = at - w.checkpointed_at     # two saves of one run
             w.checkpointed_at = at
             with self._tx():
                 self.store.put_workload(w)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 
+from . import preemption
 from .backfill import expected_end
 from .blockers import CAPACITY, NO_NODE, RESERVED, Blocker
 from .engine import Engine
@@ -140,6 +141,8 @@ def estimate_start(sched, target: Workload, now: float,
         woke = res.wake_at is not None and t < res.wake_at < nxt
         if woke:
             t = res.wake_at         # a swap waits for its victim's checkpoint, nothing ends first
+            for v in clone.holding.values():
+                preemption.assume_saved(v, clone.classes[v.priority], t)
             continue
         t = nxt
         for e, v in ends:

@@ -219,6 +219,8 @@ class Workload:
     class's, None = the class's. ``checkpointed_at``: when the running work
     last reported a saved checkpoint (``Scheduler.report_checkpoint``); a
     report from its current run says exactly what a preemption would lose.
+    ``checkpoint_seen_every``: the interval between its last two reports in
+    one run (seconds), which beats any declared interval.
     """
 
     id: str
@@ -245,6 +247,7 @@ class Workload:
     exit_code: int | None = None
     idle_warned_at: float | None = None
     checkpointed_at: float | None = None
+    checkpoint_seen_every: float | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
 
     @property

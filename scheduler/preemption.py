@@ -210,6 +210,15 @@ def since_checkpoint(v: Workload, cls: PriorityClass, now: float) -> float | Non
     return run if every is None else run % every
 
 
+def assume_saved(v: Workload, cls: PriorityClass, now: float) -> None:
+    """For a look ahead (``explain``): work that reports its checkpoints is taken to have
+    saved, at its known interval, up to ``now`` (the reports that would say so are still to
+    come). Changes ``v``: call it on copies."""
+    saved, every = v.checkpointed_at, _checkpoint_every(v, cls)
+    if saved is not None and every and v.started_at is not None and saved >= v.started_at and now > saved:
+        v.checkpointed_at = saved + (now - saved) // every * every
+
+
 def loss(v: Workload, cls: PriorityClass, now: float) -> float:
     """Seconds of work stopping ``v`` now throws away: since its last checkpoint where it or its
     class declares them (``since_checkpoint``), else its whole current run (as if it never saved,
@@ -234,8 +243,9 @@ def _loses_at_most(state, index: VictimIndex, v: Workload, most: float) -> bool:
 
 
 def _checkpoint_every(v: Workload, cls: PriorityClass) -> float | None:
-    """The workload's own declared checkpoint interval, else its class's (None: neither)."""
-    return v.checkpoint_every or cls.checkpoint_every
+    """How often the workload saves: as seen from its reports, else its own declared
+    interval, else its class's (None: not known)."""
+    return v.checkpoint_seen_every or v.checkpoint_every or cls.checkpoint_every
 
 
 def _rank_of(entry) -> int:

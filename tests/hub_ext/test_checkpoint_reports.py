@@ -41,6 +41,7 @@ def test_the_owners_job_reports_a_checkpoint(hub):
     later = time.time() - 0.05
     r = hub.call("POST", f"/workloads/{wid}/checkpoint", tok, json={"at": later})
     assert r.status_code == 200 and r.json()["checkpointed_at"] == later, r.text
+    assert r.json()["checkpoint_seen_every"] == later - saved          # how often it saves
 
 
 def test_only_the_owner_or_a_launcher_reports_and_bad_reports_are_refused(hub):

@@ -44,6 +44,33 @@ def test_work_that_reports_but_declares_no_cadence_waits_for_its_next_report():
     assert since_checkpoint(runs[0], s.state.classes["training"], 950) == 850
 
 
+def test_two_reports_show_how_often_work_saves_and_when_its_next_save_is_due():
+    # Nothing declared. Every job reports saves at 100 s and 1,300 s (every 20 minutes);
+    # at 1,700 s each would lose 400 s: the swap waits, and now the cycle knows until when.
+    s = one_team(checkpoints=False)
+    runs = start(s, "a", [100] * 4, now=0)
+    for w in runs:
+        s.report_checkpoint(w.id, at=100, now=100)
+        s.report_checkpoint(w.id, at=1300, now=1300)
+    assert runs[0].checkpoint_seen_every == 1200
+    short = job(s, "a", gpus=1, time_limit=2 * HOUR, now=1700)
+    res = s.cycle(now=1700)
+    assert not res.preempted and res.wake_at == 2500
+    ex = s.explain(short.id, now=1700)
+    assert ex["eta"] == 2500 and "has saved its next checkpoint" in ex["eta_reason"], ex
+    # The seen interval beats a declared one (the class says 30 minutes).
+    s.put_class({**TRAINING, "checkpoint_every": 1800, "startup": 60}, now=1700)
+    assert s.cycle(now=1710).wake_at == 2500
+    # The first report of a run shows no interval yet.
+    s.mark_finished(runs[0].id, now=1720)
+    s.cycle(now=1730)
+    s.mark_running(short.id, now=1730)
+    s.report_checkpoint(short.id, at=1800, now=1800)
+    assert short.checkpoint_seen_every is None
+    s.report_checkpoint(short.id, at=2400, now=2400)
+    assert short.checkpoint_seen_every == 600
+
+
 def test_reclaim_takes_the_borrower_that_reported_saving_last():
     # Team b borrows the whole node, all four since 0, no cadence declared: without reports
     # they would all lose 1,950 s and the youngest by sequence would go. One reported 30 s
@@ -73,6 +100,9 @@ def test_a_report_from_an_earlier_run_does_not_count():
     with pytest.raises(Conflict, match="older than the current run"):
         s.report_checkpoint(victim.id, at=1900, now=2500)
     assert victim.checkpointed_at == 600
+    # Its first report of this run pairs with none of the earlier run's.
+    s.report_checkpoint(victim.id, at=2400, now=2500)
+    assert victim.checkpointed_at == 2400 and victim.checkpoint_seen_every is None
 
 
 def test_what_a_report_may_say():
