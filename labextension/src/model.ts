@@ -27,6 +27,7 @@ export interface Workload {
   submitted_at?: number;
   started_at?: number | null;
   preemptions?: number;
+  checkpointed_at?: number | null;
   metadata?: { [key: string]: any };
   explanation?: {
     position?: number;
@@ -135,6 +136,27 @@ export function preemptedText(w: Workload): string {
     return '';
   }
   return n === 1 ? 'preempted once' : `preempted ${n} times`;
+}
+
+/** "checkpoint saved 4 min ago" for running work that reported one in its current run (the
+ * launcher sees each save in $COMPUTEHUB_CHECKPOINT_DIR): a preemption now would lose only the
+ * work since. '' otherwise. ``now`` in UNIX seconds. */
+export function checkpointText(w: Workload, now: number): string {
+  const saved = w.checkpointed_at;
+  if (w.state !== 'running' || saved === null || saved === undefined || !isFinite(saved)) {
+    return '';
+  }
+  if (w.started_at !== null && w.started_at !== undefined && saved < w.started_at) {
+    return '';
+  }
+  const minutes = Math.floor(Math.max(0, now - saved) / 60);
+  if (minutes < 1) {
+    return 'checkpoint saved < 1 min ago';
+  }
+  const h = Math.floor(minutes / 60);
+  const m = minutes % 60;
+  const ago = h ? (m ? `${h} h ${m} min` : `${h} h`) : `${m} min`;
+  return `checkpoint saved ${ago} ago`;
 }
 
 /** Bytes as whole GB (binary, as nvidia-smi shows them) for the status bar: "12", "80". */

@@ -18,6 +18,7 @@ import {
   meanHistory,
   placementText,
   preemptedText,
+  checkpointText,
   queueFill,
   queueUsageText,
   reasonText,
@@ -194,6 +195,10 @@ export class ComputeHubPanel extends Widget {
     const preempted = preemptedText(w);
     if (preempted) {
       facts.push(preempted);
+    }
+    const saved = checkpointText(w, Date.now() / 1000);
+    if (saved) {
+      facts.push(saved);
     }
     row.appendChild(el('div', 'jp-ComputeHub-facts', facts.join(' · ')));
     const reason = reasonText(w);

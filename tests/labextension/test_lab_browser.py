@@ -17,7 +17,8 @@ one GPU); while the tab is hidden, Lab does not poll, and polls at once when it
 shows again. bob's job takes GPU 1. alice submits a training job through the API: the
 status bar shows "Queued #1 · …" and the panel the scheduler's reason. bob's
 job is cancelled (the GPUs free up), alice's job is admitted and reported
-running: both views show it running within seconds, with no reload. Then the
+running: both views show it running within seconds, with no reload, and the panel says
+when its launcher reported a saved checkpoint. Then the
 service is frozen (SIGSTOP): the panel says it is unreachable and keeps the
 last known state; thawed, it recovers. Last, a batch job of alice's is preempted
 by bob's training job and the panel says it was preempted once. Screenshots go to tmp_path and
@@ -236,6 +237,13 @@ def test_status_bar_and_panel_follow_a_queued_job_to_running(labhub, browser, tm
         sync_api.expect(status).to_have_text("GPU 1×A100 · 87% · 20/80 GB", timeout=30_000)
         print(f"status bar and panel showed 'running' {time.monotonic() - t0:.1f} s after the report")
         sync_api.expect(row.locator(".jp-ComputeHub-facts")).to_contain_text("local GPU 1")
+        # The job saves a checkpoint; the launcher reports it, and the panel says when.
+        assert row.locator(".jp-ComputeHub-facts").inner_text().find("checkpoint saved") < 0
+        time.sleep(0.2)
+        r = hub.call("POST", f"/workloads/{job}/status", hub.launcher_token, json={"state": "checkpoint"})
+        assert r.status_code == 200 and r.json()["checkpointed_at"], r.text
+        sync_api.expect(row.locator(".jp-ComputeHub-facts")).to_contain_text(
+            "checkpoint saved < 1 min ago", timeout=30_000)
         here = page.locator(".jp-ComputeHub-workload", has_text="(this server)")
         sync_api.expect(here.locator(".jp-ComputeHub-sparkline")).to_be_visible()
         shoot(page, tmp_path, "lab-running.png")

@@ -1,5 +1,6 @@
 import {
   GpuDevice,
+  checkpointText,
   Workload,
   WorkloadsReport,
   formatEta,
@@ -68,6 +69,22 @@ describe('formatting', () => {
     expect(preemptedText(wl({ preemptions: 0 }))).toBe('');
     expect(preemptedText(wl({ preemptions: 1 }))).toBe('preempted once');
     expect(preemptedText(wl({ state: 'pending', preemptions: 3 }))).toBe('preempted 3 times');
+  });
+
+  it('says when running work last saved a checkpoint', () => {
+    const run = { state: 'running', started_at: 1000 };
+    expect(checkpointText(wl(run), 2000)).toBe('');
+    expect(checkpointText(wl({ ...run, checkpointed_at: 1990 }), 2000)).toBe('checkpoint saved < 1 min ago');
+    expect(checkpointText(wl({ ...run, checkpointed_at: 1000 }), 1000 + 4 * 60 + 30)).toBe(
+      'checkpoint saved 4 min ago'
+    );
+    expect(checkpointText(wl({ ...run, checkpointed_at: 1000 }), 1000 + 3900)).toBe(
+      'checkpoint saved 1 h 5 min ago'
+    );
+    expect(checkpointText(wl({ ...run, checkpointed_at: 1000 }), 1000 + 7200)).toBe('checkpoint saved 2 h ago');
+    // a save of an earlier run, or work not running: nothing to say
+    expect(checkpointText(wl({ ...run, checkpointed_at: 900 }), 2000)).toBe('');
+    expect(checkpointText(wl({ state: 'pending', checkpointed_at: 1990 }), 2000)).toBe('');
   });
 
   it('shows memory in GB like nvidia-smi', () => {
