@@ -236,6 +236,9 @@ computehub queue --json
                 eta = ""
                 nodes = ", ".join(f"{p['node']}:{','.join(map(str, p['gpus']))}" for p in w.get("placement", []))
                 reason = w.get("reason") or (f"on {nodes}" if nodes else "")
+                saved, started = w.get("checkpointed_at"), w.get("started_at")
+                if w["state"] == "running" and saved and started and saved >= started:
+                    reason += f"{'; ' if reason else ''}checkpoint saved {human_duration(now - saved)} ago"
             age = human_duration(now - w["submitted_at"]) if w.get("submitted_at") else ""
             row = [w["id"], w.get("name"), w["queue"], w["kind"], gpus_of(w), w["state"], age, pos, eta, reason]
             rows.append(row[:1] + [w["user"]] + row[1:] if self.all else row)

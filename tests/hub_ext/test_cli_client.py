@@ -105,6 +105,25 @@ def test_submit_queue_and_cancel(hub, submitted):
     assert wid not in ok(cli(hub, "alice", "queue"))
 
 
+def test_queue_says_when_running_work_last_saved_a_checkpoint(hub, submitted):
+    w = submit(hub, submitted, "alice", "--kind", "batch", "--cpu", "100m", "--name", "cli-saver")
+    deadline = time.time() + 15
+    while hub.call("GET", f"/workloads/{w['id']}", hub.tokens["alice"]).json()["state"] != "admitted":
+        assert time.time() < deadline, "not admitted"
+        time.sleep(0.1)
+    r = hub.call("POST", f"/workloads/{w['id']}/status", hub.launcher_token, json={"state": "running"})
+    assert r.status_code == 200, r.text
+    row = next(r for r in ok(cli(hub, "alice", "queue")).splitlines() if r.startswith(w["id"]))
+    assert "running" in row and "checkpoint saved" not in row
+    time.sleep(0.2)
+    started = r.json()["started_at"]
+    r = hub.call("POST", f"/workloads/{w['id']}/status", hub.launcher_token,
+                 json={"state": "checkpoint", "at": started + 0.1})
+    assert r.status_code == 200, r.text
+    row = next(r for r in ok(cli(hub, "alice", "queue")).splitlines() if r.startswith(w["id"]))
+    assert re.search(r"checkpoint saved \d+s ago$", row), row
+
+
 def test_others_workloads_stay_hidden(hub, submitted):
     w = submit(hub, submitted, "carol", "--gpus", "1", "--time", "10m")
     assert w["id"] not in ok(cli(hub, "alice", "queue", "--all"))
