@@ -1,6 +1,8 @@
 """Swaps that wait for a checkpoint: a class declares how its work checkpoints
-(``checkpoint_every``, ``startup``), and preemption for shorter work then takes a victim only
-while it would lose at most ``EngineConfig.swap_loss`` seconds of work."""
+(``checkpoint_every``, ``startup``), or a workload declares its own ``checkpoint_every``, and
+preemption for shorter work then takes a victim only while it would lose at most
+``EngineConfig.swap_loss`` seconds of work. Checkpoints that running work reports:
+test_reported_checkpoints.py."""
 
 import math
 
