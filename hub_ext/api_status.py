@@ -56,6 +56,14 @@ def checkpoint_time(body: dict) -> float | None:
     return float(at)
 
 
+def on_stop(body: dict) -> bool:
+    """``on_stop`` of a checkpoint report: the save was made when the work was told to stop."""
+    v = body.get("on_stop", False)
+    if not isinstance(v, bool):
+        raise ValidationError("on_stop must be true or false")
+    return v
+
+
 def apply_report(service, w, body: dict) -> dict:
     """Apply one status report to workload ``w``; the answer's body (the workload, or the
     idle policy's decision). Raises a ``SchedulerError``/``APIError`` before changing
@@ -73,7 +81,7 @@ def apply_report(service, w, body: dict) -> dict:
             raise ValidationError("an update needs at least one of: " + ", ".join(NOTE_FIELDS))
         w = sched.annotate(w.id, notes)
     elif state == "checkpoint":
-        w = sched.report_checkpoint(w.id, at=checkpoint_time(body))
+        w = sched.report_checkpoint(w.id, at=checkpoint_time(body), on_stop=on_stop(body))
     elif state in ("finished", "failed"):
         code = body.get("exit_code", 0 if state == "finished" else 1)
         if isinstance(code, bool) or not isinstance(code, int):
@@ -146,17 +154,17 @@ class StatusBatchHandler(BaseHandler):
 
 
 class WorkloadCheckpointHandler(_OneWorkload):
-    """``POST workloads/{id}/checkpoint`` (body ``{"at": UNIX time}``, optional): running work
-    saved a checkpoint. For jobs holding their owner's token (a launcher reports them with
+    """``POST workloads/{id}/checkpoint`` (body ``{"at": UNIX time, "on_stop": bool}``, both
+    optional): running work saved a checkpoint (``on_stop``: when told to stop, preempted). For jobs holding their owner's token (a launcher reports them with
     ``"state": "checkpoint"`` instead). Preemption then knows what stopping it would lose."""
 
     async def post(self, workload_id):
         caller, w = self._visible(workload_id)
         self.require(caller.may_cancel(w), "report checkpoints of this workload")
         body = self.json_body()
-        unknown = set(body) - {"at"}
+        unknown = set(body) - {"at", "on_stop"}
         if unknown:
-            raise ValidationError(f"unknown field(s): {', '.join(sorted(unknown))}; only at")
-        w = self.service.sched.report_checkpoint(w.id, at=checkpoint_time(body))
+            raise ValidationError(f"unknown field(s): {', '.join(sorted(unknown))}; only at, on_stop")
+        w = self.service.sched.report_checkpoint(w.id, at=checkpoint_time(body), on_stop=on_stop(body))
         self.service.changed()
         self.write_json(views.workload(w))

@@ -98,6 +98,9 @@ def document(version: str) -> dict:
                                             "checkpoint_seen_every": {"type": "number", "nullable": True,
                                                                       "description": "seconds between its "
                                                                       "last two reported checkpoints of one run"},
+                                            "saves_on_stop": {"type": "boolean", "description": "seen saving a "
+                                                              "checkpoint when preempted: a preemption loses "
+                                                              "only its restart"},
                                             "explanation": {"$ref": "#/components/schemas/Explanation"}}},
                 "Explanation": {"type": "object", "description": "Why pending work waits and when it may start",
                                 "properties": {
@@ -139,10 +142,14 @@ def document(version: str) -> dict:
                     "ready": {"type": "boolean"}, "restarts": {"type": "integer", "minimum": 0},
                     "idle_since": {"type": "number", "minimum": 0, "description": "UNIX time"},
                     "at": {"type": "number", "minimum": 0, "description": "with checkpoint: when the work "
-                           "saved one (UNIX time; absent: now)"}}},
+                           "saved one (UNIX time; absent: now)"},
+                    "on_stop": {"type": "boolean", "description": "with checkpoint: the save was made when the "
+                                "work was told to stop (it is being preempted)"}}},
                 "Checkpoint": {"type": "object", "additionalProperties": False, "properties": {
                     "at": {"type": "number", "minimum": 0, "description": "when the work saved the checkpoint "
-                           "(UNIX time; absent: now)"}}},
+                           "(UNIX time; absent: now)"},
+                    "on_stop": {"type": "boolean", "description": "saved when told to stop (being preempted): "
+                                "from then on a preemption loses only its restart"}}},
                 "IdleDecision": {"type": "object", "required": ["action"], "properties": {
                     "action": {"type": "string"}, "idle_seconds": {"type": "number"},
                     "warn_after": {"type": "number", "nullable": True},

@@ -7,7 +7,7 @@ from scheduler.resources import render
 
 WORKLOAD_FIELDS = ("id", "name", "user", "queue", "kind", "priority", "state", "workers", "gpu_model",
                    "node_selector", "time_limit", "checkpoint_every", "submitted_at", "admitted_at", "started_at", "ended_at",
-                   "preemptions", "checkpointed_at", "checkpoint_seen_every", "reason", "exit_code", "metadata")
+                   "preemptions", "checkpointed_at", "checkpoint_seen_every", "saves_on_stop", "reason", "exit_code", "metadata")
 
 
 def workload(w: Workload, positions: dict | None = None) -> dict:

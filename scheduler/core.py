@@ -222,25 +222,36 @@ class Scheduler(SubmissionsMixin):
             self.store.put_workload(w)
         return w
 
-    def report_checkpoint(self, workload_id: str, at: float | None = None, now=None) -> Workload:
+    def report_checkpoint(self, workload_id: str, at: float | None = None, now=None,
+                          on_stop: bool = False) -> Workload:
         """Running work saved a checkpoint at ``at`` (default: now; a little later than now,
         another machine's clock, counts as now). From then on a preemption is known to lose
         exactly the work since then (``preemption.since_checkpoint``), and a swap waiting
         for this victim to save may go ahead. A report older than the latest is kept out. Two
         reports of one run show how often the work saves (``checkpoint_seen_every``), which
-        then tells when its next save is due (swaps waiting for it, ETAs)."""
+        then tells when its next save is due (swaps waiting for it, ETAs). ``on_stop``: the
+        save was made when the work was told to stop (preempted, in its grace period): from
+        then on it is known to save on stop (``saves_on_stop``), and preempting it loses only
+        its restart."""
         w = self.get(workload_id)
-        if w.state != RUNNING:
+        if on_stop and w.state != PREEMPTING:
+            raise Conflict(f"workload {workload_id} is {w.state}; a save on stop is reported while it "
+                           "is being preempted")
+        if w.state not in (RUNNING, PREEMPTING):
             raise Conflict(f"workload {workload_id} is {w.state}; only running work reports checkpoints")
         now = self._now(now)
         at = now if at is None else min(float(at), now)
         if at < w.started_at:
             raise Conflict(f"a checkpoint saved at {at:.3f} is older than the current run of "
                            f"{workload_id}, started at {w.started_at:.3f} (UNIX times)")
+        changed = on_stop and not w.saves_on_stop
+        w.saves_on_stop = w.saves_on_stop or on_stop
         if w.checkpointed_at is None or at > w.checkpointed_at:
-            if w.checkpointed_at is not None and w.checkpointed_at >= w.started_at:
-                w.checkpoint_seen_every = at - w.checkpointed_at     # two saves of one run
+            if w.checkpointed_at is not None and w.checkpointed_at >= w.started_at and not on_stop:
+                w.checkpoint_seen_every = at - w.checkpointed_at     # two periodic saves of one run
             w.checkpointed_at = at
+            changed = True
+        if changed:
             with self._tx():
                 self.store.put_workload(w)
         return w
@@ -310,7 +321,7 @@ class Scheduler(SubmissionsMixin):
             for v, by in res.preempted:
                 lost = res.lost.get(v.id)
                 self._event(now, "preempted", v, f"preempted by {by.id} ({by.priority}, queue {by.queue}): "
-                            f"{preemption.why(v, by)}{preemption.lost_words(lost)}",
+                            f"{preemption.why(v, by)}{preemption.lost_words(lost, v.saves_on_stop)}",
                             preemptor=by.id, placement=[a.to_dict() for a in v.placement],
                             **({} if lost is None else {"lost_s": lost}))
                 if v.state != PREEMPTING:      # released at once (replay)

@@ -220,7 +220,9 @@ class Workload:
     last reported a saved checkpoint (``Scheduler.report_checkpoint``); a
     report from its current run says exactly what a preemption would lose.
     ``checkpoint_seen_every``: the interval between its last two reports in
-    one run (seconds), which beats any declared interval.
+    one run (seconds), which beats any declared interval. ``saves_on_stop``:
+    it was seen saving a checkpoint when told to stop (SIGTERM), so a
+    preemption loses only its restart.
     """
 
     id: str
@@ -248,6 +250,7 @@ class Workload:
     idle_warned_at: float | None = None
     checkpointed_at: float | None = None
     checkpoint_seen_every: float | None = None
+    saves_on_stop: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -195,7 +195,9 @@ def since_checkpoint(v: Workload, cls: PriorityClass, now: float) -> float | Non
     so after the class's ``startup`` seconds the work saves every ``checkpoint_every``
     seconds of the current run. Work that reported checkpoints before but not yet in this
     run, with no cadence declared, loses the whole run after ``startup``. Work not yet
-    running loses nothing."""
+    running loses nothing, nor work seen saving when told to stop (``saves_on_stop``)."""
+    if v.saves_on_stop:
+        return 0.0              # seen saving when told to stop: only the restart is lost
     every = _checkpoint_every(v, cls)
     saved = v.checkpointed_at
     if every is None and saved is None:
@@ -277,10 +279,12 @@ def is_swap(victim: Workload, by: Workload) -> bool:
     return victim.queue == by.queue and victim.priority == by.priority
 
 
-def lost_words(lost: float | None) -> str:
+def lost_words(lost: float | None, saves_on_stop: bool = False) -> str:
     """What a preemption threw away, for the victim's owner (nothing where it is not known)."""
     if lost is None:
         return ""
+    if saves_on_stop:
+        return "; it saves a checkpoint when stopped, so only its restart is lost"
     minutes = round(lost / 60)
     if minutes < 1:
         return "; it had saved a checkpoint less than a minute before"

@@ -41,12 +41,14 @@ class LaunchError(Exception):
 @dataclass
 class Ended:
     """How a workload ended: its exit code, a plain reason and the last lines of its log.
-    ``node_lost``: the node it ran on went away (not the job's own doing)."""
+    ``node_lost``: the node it ran on went away (not the job's own doing). ``checkpoint``:
+    when it last saved, as the backend saw it once stopped (a save on SIGTERM shows here)."""
 
     exit_code: int
     reason: str = ""
     last_lines: list[str] = field(default_factory=list)
     node_lost: bool = False
+    checkpoint: float | None = None   # from ``stop``: its newest checkpoint then (UNIX time), if seen
 
 
 @dataclass

@@ -19,7 +19,6 @@ import json
 import os
 import pwd
 import signal
-import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -28,51 +27,11 @@ from traitlets import Bool, Integer, List, Unicode, default
 
 from .checkpoints import newest_save
 from .launch_base import CHECKPOINT_ENV, Ended, LaunchError, LauncherBackend, gpus_of, job_of
+from .process_groups import free_port, group_alive, signal_group, start_time
 
 # The worker's command runs under sh so its exit code lands in a file: a launcher that
 # restarts while the job runs is no longer its parent and could not learn it otherwise.
 WRAPPER = '"$@"; rc=$?; echo $rc > "$COMPUTEHUB_EXIT_FILE"; exit $rc'
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-def start_time(pid: int, running: bool = False) -> int | None:
-    """The kernel's start time of a process (clock ticks since boot): tells a pid apart from a
-    reused one. None if there is no such process (or, with ``running``, it is a zombie)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    if running and fields[0] == "Z":
-        return None
-    return int(fields[19])
-
-
-def group_alive(pgid: int) -> bool:
-    """Whether any process of the group is still running (zombies do not count)."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 @dataclass
@@ -301,7 +260,8 @@ class LocalLauncher(LauncherBackend):
             return None
         await self._kill(run, grace_seconds)
         self._forget(workload["id"])
-        return Ended(143, f"stopped (SIGTERM, {grace_seconds:g} s grace)", self.last_lines(workload))
+        return Ended(143, f"stopped (SIGTERM, {grace_seconds:g} s grace)", self.last_lines(workload),
+                     checkpoint=newest_save(run.checkpoint_dir) if run.checkpoint_dir else None)
 
     async def ready(self, workload: dict) -> str | None:
         run = self._runs.get(workload["id"])
@@ -335,7 +295,7 @@ class LocalLauncher(LauncherBackend):
         """SIGTERM every worker's group, wait up to ``grace`` seconds, then SIGKILL what is left."""
         groups = [w.pid for w in run.workers if w.started is None or start_time(w.pid) in (w.started, None)]
         for pgid in groups:
-            _signal_group(pgid, signal.SIGTERM)
+            signal_group(pgid, signal.SIGTERM)
         deadline = time.monotonic() + grace
         while True:
             for w in run.workers:
@@ -346,7 +306,7 @@ class LocalLauncher(LauncherBackend):
                 break
             await asyncio.sleep(0.1)
         for pgid in alive:
-            _signal_group(pgid, signal.SIGKILL)
+            signal_group(pgid, signal.SIGKILL)
         # SIGKILL is delivered asynchronously: return once nothing of the groups runs any more.
         deadline = time.monotonic() + 10
         while alive and time.monotonic() < deadline:

@@ -286,6 +286,7 @@ class LauncherApp(Application):
         """Stop a workload's processes and (optionally) report how it ended."""
         self.stopping_ids.add(wid)
         try:
+            told = time.time()
             try:
                 ended = await self.backend.stop(t.workload, grace)
             except Exception:
@@ -294,6 +295,10 @@ class LauncherApp(Application):
             self.tracked.pop(wid, None)
             self.log.info("%s: stopped (%s)", wid, report or "no longer held by the service")
             if report == "stopped":
+                saved = ended.checkpoint if ended else None
+                if self.report_checkpoints and saved is not None and saved >= told:
+                    # It saved when told to stop: from now on a preemption loses only its restart.
+                    await self.report(wid, "checkpoint", at=min(saved, time.time()), on_stop=True)
                 await self.report(wid, "stopped")
             elif report == "failed":
                 lines = ended.last_lines if ended else []

@@ -54,12 +54,16 @@ def test_only_the_owner_or_a_launcher_reports_and_bad_reports_are_refused(hub):
     r = hub.call("POST", f"/workloads/{wid}/checkpoint", hub.tokens["lin"])
     assert r.status_code == 403 and "report checkpoints" in r.json()["message"], r.text
     for body, words in (({"at": time.time() + 3600}, "not in the future"), ({"at": "now"}, "UNIX time"),
-                        ({"at": True}, "UNIX time"), ({"when": 1}, "unknown field(s): when")):
+                        ({"at": True}, "UNIX time"), ({"when": 1}, "unknown field(s): when"),
+                        ({"on_stop": "yes"}, "on_stop must be true or false")):
         r = hub.call("POST", f"/workloads/{wid}/checkpoint", alice, json=body)
         assert r.status_code == 400 and words in r.json()["message"], (body, r.text)
     r = hub.call("POST", f"/workloads/{wid}/checkpoint", alice, json={"at": 1000.0})
     assert r.status_code == 409 and "older than the current run" in r.json()["message"], r.text
-    assert hub.call("GET", f"/workloads/{wid}", alice).json()["checkpointed_at"] is None     # nothing changed
+    r = hub.call("POST", f"/workloads/{wid}/checkpoint", alice, json={"on_stop": True})
+    assert r.status_code == 409 and "while it is being preempted" in r.json()["message"], r.text
+    w = hub.call("GET", f"/workloads/{wid}", alice).json()
+    assert w["checkpointed_at"] is None and w["saves_on_stop"] is False          # nothing changed
     # Work that has ended saves nothing.
     hub.call("POST", f"/workloads/{wid}/status", hub.launcher_token, json={"state": "finished"})
     r = hub.call("POST", f"/workloads/{wid}/checkpoint", alice)

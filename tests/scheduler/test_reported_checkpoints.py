@@ -7,7 +7,7 @@ from sched_helpers import job
 from test_checkpoint_swaps import HOUR, TRAINING, one_team, start
 
 from scheduler import Conflict, Scheduler
-from scheduler.model import PENDING, RUNNING
+from scheduler.model import PENDING, PREEMPTING, RUNNING
 from scheduler.preemption import since_checkpoint
 from scheduler.store import open_store
 
@@ -134,3 +134,34 @@ def test_a_reported_checkpoint_is_durable(tmp_path):
     again = Scheduler(store=open_store(url)).get(w.id)
     assert again.state == RUNNING and again.checkpointed_at == 400
 
+
+
+def test_work_seen_saving_when_stopped_loses_only_its_restart():
+    # The class saves every 30 minutes; victims keep their GPUs until they have stopped.
+    s = one_team(release=False)
+    runs = start(s, "a", [100] * 4, now=0)
+    first = job(s, "a", gpus=1, time_limit=2 * HOUR, now=1900)
+    (victim, _), = s.cycle(now=1900).preempted            # 40 s past its checkpoint
+    assert victim.state == PREEMPTING
+    running = next(w for w in runs if w.state == RUNNING)
+    with pytest.raises(Conflict, match="while it is being preempted"):
+        s.report_checkpoint(running.id, now=1901, on_stop=True)
+    assert not running.saves_on_stop
+    # In its grace period it saves, and its launcher says it was on stop.
+    s.report_checkpoint(victim.id, at=1905, now=1906, on_stop=True)
+    assert victim.saves_on_stop and victim.checkpointed_at == 1905
+    s.mark_stopped(victim.id, now=1910)
+    s.cycle(now=1910)
+    s.mark_running(first.id, now=1910)
+    s.mark_finished(first.id, now=2000)
+    s.cycle(now=2000)
+    s.mark_running(victim.id, now=2000)
+    # Mid-interval for everyone (the others would lose 740 s): the job that saves on stop is
+    # swapped out at once, and its owner is told only its restart is lost.
+    second = job(s, "a", gpus=1, time_limit=2 * HOUR, now=2800)
+    res = s.cycle(now=2800)
+    (v, by), = res.preempted
+    assert (v.id, by.id) == (victim.id, second.id) and res.lost == {victim.id: 0.0}
+    ev = s.events(workload_id=victim.id, kinds=("preempted",))[-1]
+    assert ev.data["lost_s"] == 0 and ev.reason.endswith("it saves a checkpoint when stopped, so only its "
+                                                          "restart is lost"), ev.reason

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from spawner.launch_base import LaunchError, job_of
-from spawner.launch_local import LocalLauncher, group_alive
+from spawner.launch_local import LocalLauncher
+from spawner.process_groups import group_alive
 
 
 @pytest.fixture

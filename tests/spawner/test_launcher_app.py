@@ -5,7 +5,8 @@ jobs see their indices in CUDA_VISIBLE_DEVICES). The hub users have no OS accoun
 so jobs run as the launcher's own user (demo mode).
 
 Shown: a job's exit code and last log lines reach the service; a preempted job gets
-SIGTERM, saves to $COMPUTEHUB_CHECKPOINT_DIR, is requeued and resumes from it; a crashed
+SIGTERM, saves to $COMPUTEHUB_CHECKPOINT_DIR (the service learns it saves on stop), is
+requeued and resumes from it; a crashed
 inference service is restarted up to the limit; the checkpoints a job saves reach the
 service; a teammate's short job preempts a long one of
 the same class (preempt_for_shorter); a working directory outside the allowed
@@ -182,6 +183,8 @@ def test_preemption_sigterm_checkpoint_requeue_resume(lhub):
     resumed = [int(x.split()[2]) for x in lines if x.startswith("resumed from ")]
     assert saved and saved[0] > 0, lines
     assert resumed[:2] == [0, saved[0]], lines
+    # The launcher saw the save it made when told to stop: a preemption now loses only its restart.
+    assert w["saves_on_stop"] is True and w["checkpointed_at"] is not None, w
 
 
 def test_the_checkpoints_a_job_saves_reach_the_service(lhub):
