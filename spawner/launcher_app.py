@@ -222,7 +222,20 @@ class LauncherApp(Application):
         saved = await self.backend.last_checkpoint(w)
         if saved is not None and saved > t.checkpoint and saved >= (w.get("started_at") or t.started):
             t.checkpoint = saved
-            await self.report(wid, "checkpoint", at=min(saved, time.time()))
+            await self._report_saved(wid, saved)
+
+    async def _report_saved(self, wid: str, at: float, on_stop: bool = False) -> None:
+        """Report a saved checkpoint. A service that does not take such reports (one older than
+        this launcher, during an upgrade: 400) turns them off for this run, so that nothing
+        else in a look, or a preempted job's "stopped", waits behind them."""
+        extra = {"on_stop": True} if on_stop else {}
+        try:
+            await self.report(wid, "checkpoint", at=min(at, time.time()), **extra)
+        except ServiceError as e:
+            if e.status != 400:
+                raise
+            self.log.warning("%s: checkpoint not reported (%s); not reporting checkpoints any more", wid, e.message)
+            self.report_checkpoints = False
 
     async def launch(self, w: dict) -> None:
         wid = w["id"]
@@ -298,7 +311,7 @@ class LauncherApp(Application):
                 saved = ended.checkpoint if ended else None
                 if self.report_checkpoints and saved is not None and saved >= told:
                     # It saved when told to stop: from now on a preemption loses only its restart.
-                    await self.report(wid, "checkpoint", at=min(saved, time.time()), on_stop=True)
+                    await self._report_saved(wid, saved, on_stop=True)
                 await self.report(wid, "stopped")
             elif report == "failed":
                 lines = ended.last_lines if ended else []

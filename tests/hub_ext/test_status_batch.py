@@ -1,12 +1,15 @@
 """Status reports in batches (``POST workloads/status``) through the real hub and proxy, and
 the launcher's ``ReportBatcher`` that sends them: results per report in order, one report's
-mistake leaves the others applied, only on-behalf callers may report, bad bodies are 400s."""
+mistake leaves the others applied, only on-behalf callers may report, bad bodies are 400s; a
+launcher newer than its service stops reporting checkpoints the service does not take."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 
+from spawner.launch_base import Ended, LauncherBackend
+from spawner.launcher_app import LauncherApp
 from spawner.report_batch import ReportBatcher
 from spawner.service_client import ServiceClient, ServiceError
 
@@ -120,3 +123,56 @@ def test_the_batcher_falls_back_to_one_request_per_report_when_the_service_has_n
     assert all(_state(hub, wid) == "running" for wid in ids)
     for wid in ids:
         hub.call("DELETE", f"/workloads/{wid}", hub.launcher_token)
+
+
+class _ServiceWithoutCheckpoints(ServiceClient):
+    """A service from before checkpoint reports (a launcher upgraded first): it answers them
+    400, as the real service does for a state it does not know, here by renaming the state."""
+
+    async def report_many(self, reports):
+        return await super().report_many([{**r, "state": "saved"} if r["state"] == "checkpoint" else r
+                                           for r in reports])
+
+
+class _SavingBackend(LauncherBackend):
+    """The process side, emulated: a job that starts, keeps saving checkpoints, and ends when told."""
+
+    done = False
+
+    async def start(self, workload):
+        return {"message": "started"}
+
+    async def poll(self, workload):
+        return Ended(0, "exit code 0") if self.done else None
+
+    async def last_checkpoint(self, workload):
+        return time.time()
+
+
+def test_a_launcher_stops_reporting_checkpoints_to_a_service_that_does_not_take_them(hub, tmp_path):
+    r = hub.call("POST", "/workloads", hub.launcher_token, json={
+        "user": "carol", "kind": "training", "name": "old-service", "resources": {"cpu": "100m"},
+        "metadata": {"job": {"command": ["true"]}}})
+    wid = r.json()["id"]
+    app = LauncherApp(computehub_url=hub.service_url, token=hub.launcher_token, data_dir=str(tmp_path),
+                      config_file="")
+    app.initialize([])
+    app.backend = _SavingBackend()
+    app.client = _ServiceWithoutCheckpoints(hub.service_url, hub.launcher_token)
+    app.reports = ReportBatcher(app.client)
+
+    async def looks():
+        deadline = time.time() + 15
+        while _state(hub, wid) != "running":      # admitted, then started by a look
+            assert time.time() < deadline, _state(hub, wid)
+            await app.reconcile()
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(0.05)
+        await app.reconcile()                     # its checkpoint report gets a 400: no error
+        assert app.report_checkpoints is False
+        app.backend.done = True
+        await app.reconcile()                     # later looks go on: its end is reported
+        await asyncio.gather(*app.tasks)
+
+    asyncio.run(looks())
+    assert _state(hub, wid) == "finished"
