@@ -155,8 +155,9 @@ class StatusBatchHandler(BaseHandler):
 
 class WorkloadCheckpointHandler(_OneWorkload):
     """``POST workloads/{id}/checkpoint`` (body ``{"at": UNIX time, "on_stop": bool}``, both
-    optional): running work saved a checkpoint (``on_stop``: when told to stop, preempted). For jobs holding their owner's token (a launcher reports them with
-    ``"state": "checkpoint"`` instead). Preemption then knows what stopping it would lose."""
+    optional): running work saved a checkpoint (``on_stop``: when told to stop, preempted).
+    For jobs holding their owner's token (a launcher reports them with ``"state":
+    "checkpoint"`` instead). Preemption then knows what stopping it would lose."""
 
     async def post(self, workload_id):
         caller, w = self._visible(workload_id)

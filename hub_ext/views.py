@@ -6,8 +6,9 @@ from scheduler.model import PENDING, Workload
 from scheduler.resources import render
 
 WORKLOAD_FIELDS = ("id", "name", "user", "queue", "kind", "priority", "state", "workers", "gpu_model",
-                   "node_selector", "time_limit", "checkpoint_every", "submitted_at", "admitted_at", "started_at", "ended_at",
-                   "preemptions", "checkpointed_at", "checkpoint_seen_every", "saves_on_stop", "reason", "exit_code", "metadata")
+                   "node_selector", "time_limit", "checkpoint_every", "submitted_at", "admitted_at",
+                   "started_at", "ended_at", "preemptions", "checkpointed_at", "checkpoint_seen_every",
+                   "saves_on_stop", "reason", "exit_code", "metadata")
 
 
 def workload(w: Workload, positions: dict | None = None) -> dict:

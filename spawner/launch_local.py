@@ -323,8 +323,9 @@ class LocalLauncher(LauncherBackend):
         return os.path.join(self.state_dir, f"{wid}.json")
 
     def _save(self, wid: str, run: Run) -> None:
-        rec = {"node": run.node, "checkpoint_dir": run.checkpoint_dir, "workers": [{"rank": w.rank, "pid": w.pid, "started": w.started,
-                                              "exit_file": w.exit_file, "port": w.port} for w in run.workers]}
+        rec = {"node": run.node, "checkpoint_dir": run.checkpoint_dir,
+               "workers": [{"rank": w.rank, "pid": w.pid, "started": w.started, "exit_file": w.exit_file,
+                            "port": w.port} for w in run.workers]}
         tmp = self._record(wid) + ".tmp"
         with open(tmp, "w") as f:
             json.dump(rec, f)

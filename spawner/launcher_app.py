@@ -234,7 +234,8 @@ class LauncherApp(Application):
         except ServiceError as e:
             if e.status != 400:
                 raise
-            self.log.warning("%s: checkpoint not reported (%s); not reporting checkpoints any more", wid, e.message)
+            self.log.warning("%s: checkpoint not reported (%s); not reporting checkpoints any more",
+                             wid, e.message)
             self.report_checkpoints = False
 
     async def launch(self, w: dict) -> None:

@@ -11,7 +11,8 @@ import time
 def _running(hub, user: str = "alice") -> str:
     """A workload of ``user``, admitted and reported running by the launcher."""
     tok = hub.tokens[user]
-    r = hub.call("POST", "/workloads", tok, json={"kind": "training", "name": "ckpt", "resources": {"cpu": "100m"}})
+    r = hub.call("POST", "/workloads", tok,
+                 json={"kind": "training", "name": "ckpt", "resources": {"cpu": "100m"}})
     assert r.status_code == 201, r.text
     wid = r.json()["id"]
     deadline = time.time() + 15
