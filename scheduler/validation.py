@@ -34,6 +34,15 @@ def _number(what: str, value, *, low: float, high: float, allow_none=False):
     return value
 
 
+def _flag(d: dict, what: str, default: bool) -> bool:
+    """A yes/no field: true or false, never a string or number read as one ("false" is not
+    false to ``bool``)."""
+    value = d.get(what, default)
+    if not isinstance(value, bool):
+        raise ValidationError(f"{what} must be true or false, not {value!r}")
+    return value
+
+
 def _labels(what: str, value) -> dict[str, str]:
     if value is None:
         return {}
@@ -59,10 +68,10 @@ def priority_class(d: dict | PriorityClass) -> PriorityClass:
     pc = PriorityClass(
         name=check_name("priority class name", d.get("name")),
         rank=int(_number("rank", d.get("rank", 0), low=-MAX_RANK, high=MAX_RANK)),
-        preemptible=bool(d.get("preemptible", True)),
-        may_borrow=bool(d.get("may_borrow", True)),
+        preemptible=_flag(d, "preemptible", True),
+        may_borrow=_flag(d, "may_borrow", True),
         preempt_after=float(_number("preempt_after", d.get("preempt_after", 0.0), low=0, high=MAX_TIME_LIMIT)),
-        requeue=bool(d.get("requeue", True)),
+        requeue=_flag(d, "requeue", True),
         description=str(d.get("description", "")),
         swap_after=None if d.get("swap_after") is None else
         float(_number("swap_after", d["swap_after"], low=0, high=MAX_TIME_LIMIT)),
@@ -130,7 +139,7 @@ def queue(d: dict | QueueSpec) -> QueueSpec:
         name=name, parent=parent, guaranteed=guaranteed, limit=limit,
         approval_above=parse_vector(d.get("approval_above"), "approval_above", keep_zero=True), groups=groups,
         weight=float(_number("weight", d.get("weight", 1.0), low=1e-6, high=1e6)),
-        may_borrow=bool(d.get("may_borrow", True)), lending_limit=lending,
+        may_borrow=_flag(d, "may_borrow", True), lending_limit=lending,
         user_limit=user_limit, user_limits=user_limits, idle=policy,
         description=str(d.get("description", "")))
 
@@ -176,8 +185,8 @@ def node(d: dict | NodeSpec) -> NodeSpec:
     return NodeSpec(
         name=check_name("node name", d.get("name")), gpus=gpus, gpu_model=model,
         cpu=parse_cpu(d.get("cpu", 0)), memory=parse_memory(d.get("memory", 0)),
-        labels=_labels("labels", d.get("labels")), healthy=bool(d.get("healthy", True)),
-        draining=bool(d.get("draining", False)), gpu_memory=parse_memory(d.get("gpu_memory", 0)))
+        labels=_labels("labels", d.get("labels")), healthy=_flag(d, "healthy", True),
+        draining=_flag(d, "draining", False), gpu_memory=parse_memory(d.get("gpu_memory", 0)))
 
 
 # --- workloads ----------------------------------------------------------------

@@ -72,6 +72,7 @@ def test_over_queue_limit_and_user_limit_are_refused_at_submit():
     ({"name": "x", "idle": {"warn_after": 100, "release_after": 50}}, "warn_after"),
     ({"name": "x", "colour": "red"}, "unknown queue field"),
     ({"name": "org", "parent": "a"}, "cycle"),
+    ({"name": "x", "parent": "org", "may_borrow": "false"}, "may_borrow must be true or false, not 'false'"),
 ])
 def test_bad_queues_are_refused(queue, words):
     s = cluster(nodes=1, gpus=8, queues=[{"name": "a", "guaranteed": {"gpu": 4}}])
@@ -100,6 +101,14 @@ def test_bad_classes_and_nodes_are_refused():
     with pytest.raises(ValidationError, match="gpu_model"):
         s.put_node({"name": "n9", "gpus": 8, "gpu_model": "A 100!"})
     assert "vip" not in s.state.classes and "huge" not in s.state.inventory.nodes
+    # Yes/no fields take true or false only: "false" read as a truthy string would flip them.
+    for field in ("preemptible", "may_borrow", "requeue"):
+        with pytest.raises(ValidationError, match=f"{field} must be true or false, not 'no'"):
+            s.put_class({"name": "vip", "rank": 10, field: "no"})
+    for field in ("healthy", "draining"):
+        with pytest.raises(ValidationError, match=f"{field} must be true or false, not 0"):
+            s.put_node({"name": "n9", "gpus": 8, field: 0})
+    assert "vip" not in s.state.classes and "n9" not in s.state.inventory.nodes
 
 
 def test_conflicts_are_reported_not_crashed():
