@@ -52,6 +52,9 @@ def describe(w: dict, lines: list[str] | None = None) -> tuple[str, str]:
         return f"{name}: starting on {where or 'a node'}", ""
     if state == "running":
         extra = " — ready" if status.get("ready") else ""
+        saved, started = w.get("checkpointed_at"), w.get("started_at")
+        if saved and started and saved >= started:      # its launcher saw a save of this run
+            extra += f" — checkpoint saved {duration(max(0.0, time.time() - saved))} ago"
         return f"{name}: running on {where or status.get('node') or 'a node'}{extra}", status.get("message") or ""
     if state == "preempting":
         return f"{name}: being preempted (it gets SIGTERM and a grace period to checkpoint)", w.get("reason") or ""

@@ -40,7 +40,11 @@ time.sleep(600)
 WRITER = """import os, time
 open("out.txt", "w").write("gpus=" + os.environ["CUDA_VISIBLE_DEVICES"])
 print("wrote out.txt", flush=True)
-time.sleep(5)
+time.sleep(1)
+ckpt = os.path.join(os.environ["COMPUTEHUB_CHECKPOINT_DIR"], "last.pt")
+open(ckpt + ".tmp", "w").write("step 1")
+os.replace(ckpt + ".tmp", ckpt)
+time.sleep(6)
 """
 ECHO = """import json, os
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -213,6 +217,8 @@ def test_submit_queue_cancel_states_file_and_logs(setup):
     first = {s: next(i for i, t in enumerate(texts) if s in t) for s in ("queued", "running on local GPU",
                                                                           "finished, exit code 0")}
     assert first["queued"] < first["running on local GPU"] < first["finished, exit code 0"], texts
+    # The checkpoint it saved while running reached the display (through the launcher and service).
+    assert any(re.search(r"running on local GPU \d — checkpoint saved \d+s ago", t) for t in texts), texts
     assert "GPU-hours" in texts[-1], texts
 
     out = k.run(f"%logs {wid}")
