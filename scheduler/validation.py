@@ -15,6 +15,7 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,62}$")
 MAX_WORKERS = 1024
 MAX_TIME_LIMIT = 366 * 86400.0
 MAX_RANK = 1_000_000
+MAX_DESCRIPTION = 2000
 
 
 def check_name(what: str, value) -> str:
@@ -43,6 +44,24 @@ def _flag(d: dict, what: str, default: bool) -> bool:
     return value
 
 
+def _whole(what: str, value, most: int) -> int:
+    """A whole number within ±``most`` (1.5 is refused, not cut to 1)."""
+    n = _number(what, value, low=-most, high=most)
+    if n != int(n):
+        raise ValidationError(f"{what} must be a whole number, not {value!r}")
+    return int(n)
+
+
+def _description(d: dict) -> str:
+    """What a class or queue is for: text (absent or null: none)."""
+    value = d.get("description")
+    if value is None:
+        return ""
+    if not isinstance(value, str) or len(value) > MAX_DESCRIPTION:
+        raise ValidationError(f"description must be text of at most {MAX_DESCRIPTION} characters")
+    return value
+
+
 def _labels(what: str, value) -> dict[str, str]:
     if value is None:
         return {}
@@ -67,12 +86,12 @@ def priority_class(d: dict | PriorityClass) -> PriorityClass:
         raise ValidationError(f"unknown priority class field(s): {', '.join(sorted(unknown))}")
     pc = PriorityClass(
         name=check_name("priority class name", d.get("name")),
-        rank=int(_number("rank", d.get("rank", 0), low=-MAX_RANK, high=MAX_RANK)),
+        rank=_whole("rank", d.get("rank", 0), MAX_RANK),
         preemptible=_flag(d, "preemptible", True),
         may_borrow=_flag(d, "may_borrow", True),
         preempt_after=float(_number("preempt_after", d.get("preempt_after", 0.0), low=0, high=MAX_TIME_LIMIT)),
         requeue=_flag(d, "requeue", True),
-        description=str(d.get("description", "")),
+        description=_description(d),
         swap_after=None if d.get("swap_after") is None else
         float(_number("swap_after", d["swap_after"], low=0, high=MAX_TIME_LIMIT)),
         checkpoint_every=None if d.get("checkpoint_every") is None else
@@ -141,7 +160,7 @@ def queue(d: dict | QueueSpec) -> QueueSpec:
         weight=float(_number("weight", d.get("weight", 1.0), low=1e-6, high=1e6)),
         may_borrow=_flag(d, "may_borrow", True), lending_limit=lending,
         user_limit=user_limit, user_limits=user_limits, idle=policy,
-        description=str(d.get("description", "")))
+        description=_description(d))
 
 
 def queue_tree(specs: list[QueueSpec]) -> None:

@@ -73,6 +73,7 @@ def test_over_queue_limit_and_user_limit_are_refused_at_submit():
     ({"name": "x", "colour": "red"}, "unknown queue field"),
     ({"name": "org", "parent": "a"}, "cycle"),
     ({"name": "x", "parent": "org", "may_borrow": "false"}, "may_borrow must be true or false, not 'false'"),
+    ({"name": "x", "parent": "org", "description": {"text": "vision"}}, "description must be text"),
 ])
 def test_bad_queues_are_refused(queue, words):
     s = cluster(nodes=1, gpus=8, queues=[{"name": "a", "guaranteed": {"gpu": 4}}])
@@ -108,7 +109,14 @@ def test_bad_classes_and_nodes_are_refused():
     for field in ("healthy", "draining"):
         with pytest.raises(ValidationError, match=f"{field} must be true or false, not 0"):
             s.put_node({"name": "n9", "gpus": 8, field: 0})
-    assert "vip" not in s.state.classes and "n9" not in s.state.inventory.nodes
+    assert "vip" not in s.state.classes
+    with pytest.raises(ValidationError, match="rank must be a whole number, not 1.5"):
+        s.put_class({"name": "vip", "rank": 1.5})
+    with pytest.raises(ValidationError, match="description must be text of at most 2000"):
+        s.put_class({"name": "vip", "rank": 1, "description": ["a list"]})
+    assert s.put_class({"name": "vip", "rank": 2.0, "description": None}).rank == 2     # 2.0 is whole
+    assert s.state.classes["vip"].description == ""
+    assert "n9" not in s.state.inventory.nodes
 
 
 def test_conflicts_are_reported_not_crashed():
