@@ -1,6 +1,6 @@
 """``api/v1/workloads/{id}/status`` and ``api/v1/workloads/status``: what launchers and
 spawners report about admitted work (running, finished, failed, stopped, notes, idle, saved
-checkpoints); ``api/v1/workloads/{id}/checkpoint``: the owner's own job says it saved one.
+checkpoints); ``api/v1/workloads/{id}/checkpoint``: a job says it saved one (with its report token).
 
 The batch form carries many reports in one request and writes them in one store
 transaction: a launcher that starts and ends dozens of jobs a second pays for one
@@ -16,6 +16,7 @@ from scheduler import NotFound, SchedulerError, ValidationError
 from . import views
 from .api_workloads import _OneWorkload
 from .base import APIError, BaseHandler
+from .report_tokens import bearer
 
 NOTE_FIELDS = ("endpoint", "message", "ready", "node", "restarts")
 STATUS_STATES = ("running", "update", "checkpoint", "finished", "failed", "stopped", "idle")
@@ -156,16 +157,30 @@ class StatusBatchHandler(BaseHandler):
 class WorkloadCheckpointHandler(_OneWorkload):
     """``POST workloads/{id}/checkpoint`` (body ``{"at": UNIX time, "on_stop": bool}``, both
     optional): running work saved a checkpoint (``on_stop``: when told to stop, preempted).
-    For jobs holding their owner's token (a launcher reports them with ``"state":
-    "checkpoint"`` instead). Preemption then knows what stopping it would lose."""
+    For the job itself: with its own report token (``$COMPUTEHUB_REPORT_TOKEN``, valid here
+    and for this workload only; see ``report_tokens``) or its owner's hub token (a launcher
+    reports with ``"state": "checkpoint"`` instead). Preemption then knows what stopping it
+    would lose."""
+
+    async def prepare(self):
+        self._report_token = bearer(self.request.headers.get("Authorization", ""))
+        if self._report_token is None:
+            await super().prepare()     # a hub token or login, as everywhere else
 
     async def post(self, workload_id):
-        caller, w = self._visible(workload_id)
-        self.require(caller.may_cancel(w), "report checkpoints of this workload")
+        sched = self.service.sched
+        if self._report_token is not None:
+            if not self.service.report_tokens.valid(self._report_token, workload_id):
+                raise APIError(403, "forbidden", f"this report token is not the one of workload {workload_id!r}; "
+                                                 "use the job's own $COMPUTEHUB_REPORT_TOKEN")
+            w = sched.get(workload_id)
+        else:
+            caller, w = self._visible(workload_id)
+            self.require(caller.may_cancel(w), "report checkpoints of this workload")
         body = self.json_body()
         unknown = set(body) - {"at", "on_stop"}
         if unknown:
             raise ValidationError(f"unknown field(s): {', '.join(sorted(unknown))}; only at, on_stop")
-        w = self.service.sched.report_checkpoint(w.id, at=checkpoint_time(body), on_stop=on_stop(body))
+        w = sched.report_checkpoint(w.id, at=checkpoint_time(body), on_stop=on_stop(body))
         self.service.changed()
         self.write_json(views.workload(w))

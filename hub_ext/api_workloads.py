@@ -40,7 +40,8 @@ class WorkloadsHandler(BaseHandler):
         visible = [w for w in items if (kind is None or w.kind == kind)
                    and caller.may_see(w, specs.get(w.queue))]
         page = visible[offset:offset + limit]
-        self.write_json({"workloads": [views.workload(w, svc.positions) for w in page],
+        self.write_json({"workloads": [with_report_token(views.workload(w, svc.positions), w, caller, svc)
+                                       for w in page],
                          "total": len(visible), "offset": offset, "limit": limit})
 
     async def post(self):
@@ -54,6 +55,14 @@ class WorkloadsHandler(BaseHandler):
         w = await self.service.submit(spec)
         self.set_header("Location", self.service.path(f"api/v1/workloads/{w.id}"))
         self.write_json(views.workload(w), status=201)
+
+
+def with_report_token(d: dict, w, caller, svc) -> dict:
+    """The job's report token (``report_tokens``) for those who may act for it (its owner, the
+    launchers and spawners), while it may still run; the launcher hands it to the job."""
+    if w.state not in TERMINAL and caller.may_cancel(w):
+        d["report_token"] = svc.report_tokens.issue(w.id)
+    return d
 
 
 class _OneWorkload(BaseHandler):
@@ -72,7 +81,7 @@ class WorkloadHandler(_OneWorkload):
     max_wait = 30.0
 
     async def get(self, workload_id):
-        _, w = self._visible(workload_id)
+        caller, w = self._visible(workload_id)
         wait = self.query_float("wait", 0.0)
         if not 0 <= wait <= self.max_wait:
             raise APIError(400, "invalid", f"query parameter wait must be between 0 and {self.max_wait:g} seconds")
@@ -81,7 +90,7 @@ class WorkloadHandler(_OneWorkload):
             raise APIError(400, "invalid", f"query parameter state must be one of {', '.join(STATES)}")
         if wait:
             w = await self._until_state_leaves(w, seen or w.state, min(wait, self.service.long_poll_max))
-        d = views.workload(w, self.service.positions)
+        d = with_report_token(views.workload(w, self.service.positions), w, caller, self.service)
         if w.state not in TERMINAL:
             ex = d["explanation"] = self.service.explanation(w)     # computed once per cycle
             if w.state == PENDING and "position" not in d and "position" in ex:

@@ -38,6 +38,7 @@ from .group_commit import GroupCommit
 from .metrics import Metrics, MetricsHandler
 from .openapi import OpenAPIHandler
 from .pages import page_handlers
+from .report_tokens import ReportTokens, load_secret
 from .stream import EventsHandler
 
 VERSION = "0.1.0"
@@ -142,6 +143,7 @@ class ComputeHubService(Application):
         if not self.sched.state.tree.specs:
             for q in self.initial_queues:
                 self.sched.put_queue(q, actor="config")
+        self.report_tokens = ReportTokens(load_secret(self.sched.store))
         self.metrics = Metrics(self)
         handlers = []
         if self.audit_log_file:

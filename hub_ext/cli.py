@@ -102,6 +102,8 @@ computehub simulate --trace sample --policy sjf --json
                   "Start an inference service through the queue, behind the hub's login (-- COMMAND)."),
         "jobs": ("hub_ext.cli_client_jobs.JobsApp", "Your training, batch and inference jobs."),
         "logs": ("hub_ext.cli_client_jobs.LogsApp", "A job's output: logs ID [--follow]."),
+        "checkpoint": ("hub_ext.cli_client_jobs.CheckpointApp",
+                       "From inside a job: it saved a checkpoint (preemption then loses only the work since)."),
         "quota": ("hub_ext.cli_client_admin.QuotaApp",
                   "Queues with GPU guarantee, limit and usage; 'quota set' changes one (admins)."),
         "usage": ("hub_ext.cli_client.UsageApp", "GPU-hours and cost by user, queue, flavor or workload."),

@@ -1,4 +1,5 @@
-"""``computehub run | infer | jobs | logs``: jobs the launcher runs, from a terminal.
+"""``computehub run | infer | jobs | logs | checkpoint``: jobs the launcher runs, from a terminal
+(and, ``checkpoint``, from inside a job).
 
 What ``%submit`` / ``%serve`` do in a notebook: the command runs in this working
 directory, with this identity, once the scheduler admits it (docs/launchers.md).
@@ -12,11 +13,11 @@ import sys
 import time
 from urllib.parse import quote
 
-from traitlets import Bool, Int
+from traitlets import Bool, Int, Unicode
 
 from .cli import UsageError
-from .cli_client import ClientCommand, SubmitApp, gpus_of, table
-from .client import ComputeHubError
+from .cli_client import ClientCommand, SubmitApp, gpus_of, human_duration, parse_when, table
+from .client import ComputeHubClient, ComputeHubError
 
 TERMINAL = ("finished", "failed", "cancelled", "preempted", "reclaimed", "rejected")
 ENV_PASSED = ("PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX", "LD_LIBRARY_PATH")
@@ -163,3 +164,46 @@ class LogsApp(ClientCommand):
             if e.status == 404 and "no logs" in e.message:
                 return []
             raise
+
+
+class CheckpointApp(ClientCommand):
+    name = "computehub checkpoint"
+    description = ("computehub checkpoint [ID] [--at WHEN] [--on-stop]: a running job says it saved a "
+                   "checkpoint, so preemption knows it would lose only the work since. Inside a job the "
+                   "launcher started, ID, URL and token come from the job's environment "
+                   "($COMPUTEHUB_WORKLOAD_ID, $COMPUTEHUB_URL, $COMPUTEHUB_REPORT_TOKEN).")
+    examples = """
+python train.py --save-to $COMPUTEHUB_CHECKPOINT_DIR/step-500.pt && computehub checkpoint
+computehub checkpoint --on-stop          # in a SIGTERM handler, after the last save
+computehub checkpoint w0000042 --at 10m  # its owner, for a save ten minutes ago
+"""
+    at = Unicode("", help="When it saved: a duration ago (10m) or a date (2025-01-31T12:00); "
+                          "default now.").tag(config=True)
+    on_stop = Bool(False, help="The save was made because the job was told to stop (preempted): "
+                               "from then on its preemptions lose only the restart.").tag(config=True)
+    aliases = {**ClientCommand.aliases, "at": "CheckpointApp.at"}
+    flags = {**ClientCommand.flags,
+             "on-stop": ({"CheckpointApp": {"on_stop": True}}, "The save was made because the job was told "
+                                                                 "to stop (preempted).")}
+
+    def args(self):
+        args = list(self.extra_args)
+        if len(args) > 1:
+            raise UsageError(f"unexpected argument {args[1]!r} (see '{self.name} --help')")
+        wid = args[0] if args else os.environ.get("COMPUTEHUB_WORKLOAD_ID", "")
+        if not wid:
+            raise UsageError("computehub checkpoint needs a workload id (outside a job, where "
+                             "$COMPUTEHUB_WORKLOAD_ID is not set)")
+        return [wid]
+
+    def client(self):
+        token = self.token or os.environ.get("COMPUTEHUB_REPORT_TOKEN") or None
+        return ComputeHubClient(self.url or None, token)
+
+    def run(self, wid):
+        at = parse_when(self.at, "--at", time.time()) if self.at else None
+        w = self.client().report_checkpoint(wid, at=at, on_stop=self.on_stop)
+        if self.json:
+            return self.emit(w)
+        print(f"{w['id']}  {w['state']}  checkpoint saved {human_duration(time.time() - w['checkpointed_at'])} ago"
+              + ("; it saves when stopped" if w.get("saves_on_stop") else ""))

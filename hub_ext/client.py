@@ -57,6 +57,22 @@ def default_token(env=os.environ) -> str | None:
     return env.get("COMPUTEHUB_TOKEN") or env.get("JUPYTERHUB_API_TOKEN") or None
 
 
+def report_checkpoint(at: float | None = None, on_stop: bool = False, env=os.environ) -> dict:
+    """From inside a job the launcher started: "I just saved a checkpoint". Uses the job's
+    $COMPUTEHUB_WORKLOAD_ID, $COMPUTEHUB_REPORT_TOKEN (good for this report only) and
+    $COMPUTEHUB_URL, all set by the launcher::
+
+        torch.save(state, path)
+        report_checkpoint()
+    """
+    wid = env.get("COMPUTEHUB_WORKLOAD_ID")
+    if not wid:
+        raise ComputeHubError(None, "no_workload", "not inside a ComputeHub job ($COMPUTEHUB_WORKLOAD_ID is "
+                                                   "not set); name the workload")
+    token = env.get("COMPUTEHUB_REPORT_TOKEN") or default_token(env)
+    return ComputeHubClient(default_url(env), token).report_checkpoint(wid, at=at, on_stop=on_stop)
+
+
 def _clean(params: dict) -> dict:
     return {k: v for k, v in params.items() if v is not None}
 
@@ -150,6 +166,13 @@ class ComputeHubClient:
 
     def cancel(self, workload_id: str) -> dict:
         return self.request("DELETE", f"workloads/{quote(str(workload_id), safe='')}")
+
+    def report_checkpoint(self, workload_id: str, at: float | None = None, on_stop: bool = False) -> dict:
+        """Running work saved a checkpoint (at ``at``, a UNIX time; default now); ``on_stop``:
+        the save was made because the job was told to stop. Preemption then knows what
+        stopping the job would lose."""
+        body = {k: v for k, v in (("at", at), ("on_stop", on_stop or None)) if v is not None}
+        return self.request("POST", f"workloads/{quote(str(workload_id), safe='')}/checkpoint", body=body)
 
     def queues(self) -> dict:
         return self._get("queues")

@@ -66,7 +66,10 @@ def document(version: str) -> dict:
                                 "hub API token (`Authorization: token ...`) or the hub login cookie."},
         "servers": [{"url": "/services/computehub"}],
         "components": {
-            "securitySchemes": {"hubToken": {"type": "apiKey", "in": "header", "name": "Authorization"}},
+            "securitySchemes": {"hubToken": {"type": "apiKey", "in": "header", "name": "Authorization"},
+                                "reportToken": {"type": "apiKey", "in": "header", "name": "Authorization",
+                                                "description": "token $COMPUTEHUB_REPORT_TOKEN: a job's own "
+                                                               "token, good only for its checkpoint reports"}},
             "responses": {"Error": {"description": "An error", "content": {"application/json": {
                 "schema": {"$ref": "#/components/schemas/Error"}}}}},
             "schemas": {
@@ -101,6 +104,9 @@ def document(version: str) -> dict:
                                             "saves_on_stop": {"type": "boolean", "description": "seen saving a "
                                                               "checkpoint when preempted: a preemption loses "
                                                               "only its restart"},
+                                            "report_token": {"type": "string", "description": "the job's token "
+                                                             "for its own checkpoint reports (to its owner and "
+                                                             "launchers, while it may run)"},
                                             "explanation": {"$ref": "#/components/schemas/Explanation"}}},
                 "Explanation": {"type": "object", "description": "Why pending work waits and when it may start",
                                 "properties": {
@@ -234,11 +240,13 @@ def document(version: str) -> dict:
                             params=[wid], body="#/components/schemas/Status",
                             scope="custom:computehub:submit-on-behalf")},
             "/api/v1/workloads/{workload_id}/checkpoint": {
-                "post": _op("Running work saved a checkpoint (a job with its owner's token): a preemption "
-                            "then knows it loses only the work since, and a swap waiting for it to save may go "
-                            "ahead", _ok("#/components/schemas/Workload"), params=[wid],
-                            body="#/components/schemas/Checkpoint", body_required=False,
-                            scope="custom:computehub:submit (own) or submit-on-behalf")},
+                "post": {**_op("Running work saved a checkpoint (the job itself, with its report token): a "
+                               "preemption then knows it loses only the work since, and a swap waiting for it "
+                               "to save may go ahead", _ok("#/components/schemas/Workload"), params=[wid],
+                               body="#/components/schemas/Checkpoint", body_required=False,
+                               scope="custom:computehub:submit (own) or submit-on-behalf, or the workload's "
+                                     "report token"),
+                         "security": [{"reportToken": []}, {"hubToken": []}]}},
             "/api/v1/queues": {"get": _op("Queues with live usage", _ok("#/components/schemas/QueueList"))},
             "/api/v1/queues/{name}": {
                 "get": _op("A queue with live usage", _ok("#/components/schemas/Queue"), params=[qname]),

@@ -15,7 +15,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from .kube import LABEL_PREFIX, label_value
-from .launch_base import CHECKPOINT_ENV, Job, gpus_of
+from .launch_base import CHECKPOINT_ENV, REPORT_TOKEN_ENV, Job, gpus_of
 from .options import check_pod, toleration_key
 
 SCRIPT_DIR = "/computehub/script"
@@ -150,6 +150,8 @@ def _env(workload: dict, job: Job, t: Template, s: Settings) -> list:
             {"name": CHECKPOINT_ENV, "value": ckpt}]
     if s.computehub_url:
         env.append({"name": "COMPUTEHUB_URL", "value": s.computehub_url})
+    if workload.get("report_token"):     # good for this workload's checkpoint reports only
+        env.append({"name": REPORT_TOKEN_ENV, "value": workload["report_token"]})
     return env
 
 

@@ -25,8 +25,10 @@ from traitlets.config import LoggingConfigurable
 
 # Environment variables every backend sets for a job (users cannot override them).
 CHECKPOINT_ENV = "COMPUTEHUB_CHECKPOINT_DIR"   # a per-workload folder that survives preemption
+REPORT_TOKEN_ENV = "COMPUTEHUB_REPORT_TOKEN"    # lets the job report its own saves, nothing more
 RESERVED_ENV = frozenset({"CUDA_VISIBLE_DEVICES", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
                           "MASTER_ADDR", "MASTER_PORT", "PORT", "COMPUTEHUB_WORKLOAD_ID", CHECKPOINT_ENV,
+                          REPORT_TOKEN_ENV,
                           "HOME", "USER", "LOGNAME", "SHELL"})
 MAX_ARGS = 1000
 MAX_SCRIPT = 512 * 1024

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from traitlets import Bool, Integer, List, Unicode, default
 
 from .checkpoints import newest_save
-from .launch_base import CHECKPOINT_ENV, Ended, LaunchError, LauncherBackend, gpus_of, job_of
+from .launch_base import CHECKPOINT_ENV, REPORT_TOKEN_ENV, Ended, LaunchError, LauncherBackend, gpus_of, job_of
 from .process_groups import free_port, group_alive, signal_group, start_time
 
 # The worker's command runs under sh so its exit code lands in a file: a launcher that
@@ -92,6 +92,13 @@ class LocalLauncher(LauncherBackend):
         requeued (same workload id), so the job can resume from what it saved there.""")
     host = Unicode("127.0.0.1", config=True, help="Address inference endpoints are reached at (and MASTER_ADDR).")
     node_name = Unicode("", config=True, help="Node name reported for local jobs ('' = the placement's).")
+    job_computehub_url = Unicode(config=True, help="""$COMPUTEHUB_URL in jobs' environment: where a job
+        reaches the service to report its own checkpoints (`computehub checkpoint`, with
+        $COMPUTEHUB_REPORT_TOKEN). Default: the launcher's own service URL.""")
+
+    @default("job_computehub_url")
+    def _job_computehub_url(self):
+        return getattr(self.parent, "computehub_url", "") or ""
 
     @default("state_dir")
     def _state_dir(self):
@@ -188,11 +195,15 @@ class LocalLauncher(LauncherBackend):
         master_port = free_port(self.host)
         env0 = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": os.environ.get("LANG", "C.UTF-8"),
                 "PYTHONUNBUFFERED": "1"}
+        if self.job_computehub_url:
+            env0["COMPUTEHUB_URL"] = self.job_computehub_url
         env0.update(job.env)
         env0.update({"HOME": base, "USER": pw.pw_name if pw else user,
                      "LOGNAME": pw.pw_name if pw else user, "COMPUTEHUB_WORKLOAD_ID": wid,
                      CHECKPOINT_ENV: ckpt, "WORLD_SIZE": str(n), "LOCAL_WORLD_SIZE": str(n),
                      "MASTER_ADDR": self.host, "MASTER_PORT": str(master_port)})
+        if workload.get("report_token"):
+            env0[REPORT_TOKEN_ENV] = workload["report_token"]
         run = Run(node=self.node_name or ",".join(sorted({a["node"] for a in workload.get("placement") or []})),
                   checkpoint_dir=ckpt)
         log = os.open(self.log_path(workload), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)

@@ -84,3 +84,40 @@ def test_a_launcher_reports_checkpoints_with_its_status_reports(hub):
     assert first["status"] == 200 and first["body"]["checkpointed_at"] >= started, first
     assert second["status"] == 400 and "UNIX time" in second["message"], second
     assert hub.call("GET", f"/workloads/{a}", tok).json()["checkpointed_at"] == started + 0.25
+
+
+def test_a_job_reports_with_its_own_report_token_and_nothing_else(hub):
+    """Jobs on Kubernetes carry no hub token: the launcher hands each its report token
+    ($COMPUTEHUB_REPORT_TOKEN), good for this workload's checkpoint reports only."""
+    wid, other = _running(hub, "alice"), _running(hub, "carol")
+    launcher = hub.launcher_token
+    token = hub.call("GET", f"/workloads/{wid}", launcher).json()["report_token"]
+    assert token.startswith("chrt_")
+    listed = {w["id"]: w for w in hub.call("GET", "/workloads?state=running&limit=10000", launcher).json()["workloads"]}
+    assert listed[wid]["report_token"] == token and listed[other]["report_token"] != token
+    assert hub.call("GET", f"/workloads/{wid}", hub.tokens["alice"]).json()["report_token"] == token   # the owner
+    assert "report_token" not in hub.call("GET", f"/workloads/{wid}", hub.tokens["lin"]).json()       # a team lead
+
+    r = hub.call("POST", f"/workloads/{wid}/checkpoint", token)
+    assert r.status_code == 200 and r.json()["checkpointed_at"] is not None, r.text
+    r = hub.call("POST", f"/workloads/{wid}/checkpoint", headers={"Authorization": f"Bearer {token}"},
+                 json={"on_stop": "yes"})
+    assert r.status_code == 400 and "on_stop must be true or false" in r.json()["message"], r.text
+
+    # Not another workload's, not forged, and nothing but this report.
+    for path, tok in ((f"/workloads/{other}/checkpoint", token), (f"/workloads/{wid}/checkpoint", "chrt_" + "0" * 64),
+                      ("/workloads/w-none/checkpoint", token)):
+        r = hub.call("POST", path, tok)
+        assert r.status_code == 403 and "report token is not the one of workload" in r.json()["message"], (path, r.text)
+    assert hub.call("GET", f"/workloads/{other}", launcher).json()["checkpointed_at"] is None
+    for method, path in (("GET", f"/workloads/{wid}"), ("DELETE", f"/workloads/{wid}"), ("GET", "/workloads"),
+                         ("POST", f"/workloads/{wid}/status")):
+        r = hub.call(method, path, token, json={"state": "finished"} if method == "POST" else None)
+        assert r.status_code in (401, 403), (method, path, r.status_code, r.text)
+    assert hub.call("GET", f"/workloads/{wid}", launcher).json()["state"] == "running"
+
+    # Once the work has ended there is no token to hand out, and the old one saves nothing.
+    hub.call("POST", f"/workloads/{wid}/status", launcher, json={"state": "finished"})
+    assert "report_token" not in hub.call("GET", f"/workloads/{wid}", launcher).json()
+    r = hub.call("POST", f"/workloads/{wid}/checkpoint", token)
+    assert r.status_code == 409 and "only running work" in r.json()["message"], r.text

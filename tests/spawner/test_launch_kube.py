@@ -190,6 +190,10 @@ def test_training_job_runs_like_the_notebook_and_finishes(kc):
     assert env["COMPUTEHUB_CHECKPOINT_DIR"] == f"/home/jovyan/.computehub/checkpoints/{wid}"
     assert env["WORLD_SIZE"] == "1" and isinstance(env["RANK"], dict)        # the user's RANK is not theirs to set
     assert env["COMPUTEHUB_URL"] == "http://hub:8081/services/computehub"
+    # No hub token in the pod, but its own report token: the job reports its saves itself.
+    assert not {"JUPYTERHUB_API_TOKEN", "COMPUTEHUB_TOKEN"} & set(env)
+    r = kc.call("POST", f"/workloads/{wid}/checkpoint", env["COMPUTEHUB_REPORT_TOKEN"])
+    assert r.status_code == 200 and r.json()["checkpointed_at"] is not None, r.text
 
     kc.cluster.run(patch_status(kc.cluster, f"/apis/batch/v1/namespaces/{NS}/jobs/ch-{wid}/status",
                                 {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}))

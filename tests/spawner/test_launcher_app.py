@@ -221,6 +221,36 @@ def test_the_checkpoints_a_job_saves_reach_the_service(lhub):
             hub.call("DELETE", f"/workloads/{w['id']}", hub.tokens["bob"])
 
 
+def test_a_job_reports_its_own_checkpoints_with_its_report_token(lhub):
+    """A job that saves where the launcher cannot look (object storage, another disk) reports
+    each save itself: `computehub checkpoint`, or `report_checkpoint()` in Python, with the
+    $COMPUTEHUB_URL and $COMPUTEHUB_REPORT_TOKEN the launcher gave it; it holds no hub token."""
+    hub, work = lhub
+    code = ("import os, subprocess, sys, time\n"
+            "print('hub token', any(k in os.environ for k in ('COMPUTEHUB_TOKEN', 'JUPYTERHUB_API_TOKEN')),"
+            " flush=True)\n"
+            "time.sleep(1)\n"
+            "out = subprocess.run([sys.executable, '-m', 'hub_ext', 'checkpoint'], capture_output=True, text=True)\n"
+            "print('cli', out.returncode, out.stdout.strip(), out.stderr.strip(), flush=True)\n"
+            "time.sleep(1.5)\n"
+            "from hub_ext.client import report_checkpoint\n"
+            "print('again', report_checkpoint()['checkpointed_at'], flush=True)\n"
+            "time.sleep(60)\n")
+    job = submit(hub, "bob", py(code), work, kind="batch")
+    try:
+        def lines():
+            return hub.call("GET", f"/workloads/{job['id']}/logs", hub.tokens["bob"]).json().get("lines", [])
+        wait_for("both reports", lambda: any(x.startswith("again ") for x in lines()), 30)
+        out = {x.split()[0]: x for x in lines() if x.split()[:1] in (["hub"], ["cli"], ["again"])}
+        assert out["hub"] == "hub token False", out
+        assert out["cli"].startswith(f"cli 0 {job['id']}  running  checkpoint saved"), out
+        w = get(hub, job["id"])
+        assert w["checkpointed_at"] == float(out["again"].split()[1]), (w, out)
+        assert 1 <= w["checkpoint_seen_every"] <= 10, w        # two reports of one run: its cadence
+    finally:
+        hub.call("DELETE", f"/workloads/{job['id']}", hub.tokens["bob"])
+
+
 def test_short_work_preempts_longer_work_of_the_same_team_and_class(lhub):
     """preempt_for_shorter through the real service and launcher: a batch job declaring a day
     holds both GPUs of team vision; a teammate's batch job declaring a minute preempts it (same
