@@ -52,10 +52,16 @@ class KubeLauncher(LauncherBackend):
         seconds between SIGTERM and SIGKILL when a pod is deleted (preemption: save a checkpoint).""")
     master_port = Integer(29500, config=True, help="MASTER_PORT of multi-worker jobs (rank 0 listens there).")
     inference_port = Integer(8080, config=True, help="Port an inference service listens on when it names none.")
-    pod_computehub_url = Unicode("", config=True, help="COMPUTEHUB_URL as job pods reach the service.")
+    pod_computehub_url = Unicode(config=True, help="""$COMPUTEHUB_URL in job pods: where a job reaches the
+        service to report its own checkpoints (`computehub checkpoint`, with $COMPUTEHUB_REPORT_TOKEN).
+        Default: the launcher's own service URL (both run in the cluster); '' = not set.""")
     checkpoint_dir_template = Unicode("{home}/.computehub/checkpoints/{id}", config=True,
                                       help="""$COMPUTEHUB_CHECKPOINT_DIR of a job ({home}: the home volume's
         mount path, {id}: workload id); on the home volume it survives a preemption.""")
+
+    @default("pod_computehub_url")
+    def _pod_computehub_url(self):
+        return getattr(self.parent, "computehub_url", "") or ""
 
     @default("namespace")
     def _namespace(self):

@@ -66,13 +66,16 @@ def py(code: str) -> list[str]:
 
 
 def test_environment_rank_gpus_checkpoint_and_reserved_names(root):
-    lch = launcher(root)
+    lch = launcher(root, job_computehub_url="http://hub.example/services/computehub")
     (root / "homes" / "alice").mkdir(parents=True)
     code = ("import os; keys = ('RANK','WORLD_SIZE','LOCAL_RANK','MASTER_ADDR','MASTER_PORT',"
-            "'CUDA_VISIBLE_DEVICES','COMPUTEHUB_CHECKPOINT_DIR','FOO','COMPUTEHUB_WORKLOAD_ID');"
+            "'CUDA_VISIBLE_DEVICES','COMPUTEHUB_CHECKPOINT_DIR','FOO','COMPUTEHUB_WORKLOAD_ID',"
+            "'COMPUTEHUB_REPORT_TOKEN','COMPUTEHUB_URL');"
             "open('env-' + os.environ['RANK'], 'w').write(repr({k: os.environ.get(k) for k in keys}))")
     w = workload("w1", py(code), root, workers=2, env={"FOO": "bar", "CUDA_VISIBLE_DEVICES": "0,1,2,3",
-                                                       "RANK": "7", "COMPUTEHUB_CHECKPOINT_DIR": "/"})
+                                                       "RANK": "7", "COMPUTEHUB_CHECKPOINT_DIR": "/",
+                                                       "COMPUTEHUB_REPORT_TOKEN": "chrt_mine"})
+    w["report_token"] = "chrt_from_the_service"
 
     async def go():
         notes = await lch.start(w)
@@ -86,6 +89,8 @@ def test_environment_rank_gpus_checkpoint_and_reserved_names(root):
     assert {e["WORLD_SIZE"] for e in envs} == {"2"} and {e["MASTER_ADDR"] for e in envs} == {"127.0.0.1"}
     assert len({e["MASTER_PORT"] for e in envs}) == 1
     assert {e["FOO"] for e in envs} == {"bar"} and {e["COMPUTEHUB_WORKLOAD_ID"] for e in envs} == {"w1"}
+    assert {e["COMPUTEHUB_REPORT_TOKEN"] for e in envs} == {"chrt_from_the_service"}   # not the user's
+    assert {e["COMPUTEHUB_URL"] for e in envs} == {"http://hub.example/services/computehub"}
     ckpt = envs[0]["COMPUTEHUB_CHECKPOINT_DIR"]
     assert ckpt == str(root / "homes" / "alice" / ".computehub" / "checkpoints" / "w1") and os.path.isdir(ckpt)
 
