@@ -81,9 +81,12 @@ class ClassesApp(ClientCommand):
 
 
 def _checkpoints(c: dict) -> str:
-    if c.get("checkpoint_every") is None:
-        return "-"
-    return f"every {c['checkpoint_every']:g}s" + (f" after {c['startup']:g}s" if c.get("startup") else "")
+    parts = []
+    if c.get("checkpoint_every") is not None:
+        parts.append(f"every {c['checkpoint_every']:g}s" + (f" after {c['startup']:g}s" if c.get("startup") else ""))
+    if c.get("saves_on_stop"):
+        parts.append("on stop")
+    return ", ".join(parts) or "-"
 
 
 class ClassSetApp(ClientCommand):
@@ -94,6 +97,7 @@ computehub classes set urgent --rank 350 --no-preemptible
 computehub classes set scavenger --rank 50 --preempt-after 0
 computehub classes set training --rank 200 --preempt-after 600 --swap-after 1800
 computehub classes set training --rank 200 --preempt-after 600 --checkpoint-every 1800 --startup 60
+computehub classes set training --rank 200 --preempt-after 600 --saves-on-stop
 """
     positional, usage_args = 1, "a class name"
     rank = Int(0, help="Rank: higher goes first.").tag(config=True)
@@ -111,17 +115,24 @@ computehub classes set training --rank 200 --preempt-after 600 --checkpoint-ever
     startup = Float(0.0, help=(
         "Seconds each start of the class's work spends before it makes progress (loading its "
         "checkpoint); with --checkpoint-every, where its checkpoints fall.")).tag(config=True)
+    saves_on_stop = Bool(False, help=(
+        "The class's work saves a checkpoint when told to stop (its images handle SIGTERM within the "
+        "grace period): a preemption then loses only the restart, and swaps for shorter work take it "
+        "at once. Work seen doing so is known without this.")).tag(config=True)
     description_text = Unicode("", help="What the class is for.").tag(config=True)
     aliases = {**ClientCommand.aliases, "rank": "ClassSetApp.rank", "preempt-after": "ClassSetApp.preempt_after",
                "swap-after": "ClassSetApp.swap_after", "checkpoint-every": "ClassSetApp.checkpoint_every",
                "startup": "ClassSetApp.startup",
                "description": "ClassSetApp.description_text"}
     flags = {**ClientCommand.flags,
-             "no-preemptible": ({"ClassSetApp": {"preemptible": False}}, "Never preempt this class's work.")}
+             "no-preemptible": ({"ClassSetApp": {"preemptible": False}}, "Never preempt this class's work."),
+             "saves-on-stop": ({"ClassSetApp": {"saves_on_stop": True}},
+                               "The class's work saves a checkpoint when told to stop.")}
 
     def run(self, name):
         body = {"rank": self.rank, "preemptible": self.preemptible, "may_borrow": self.preemptible,
-                "preempt_after": self.preempt_after, "startup": self.startup, "description": self.description_text}
+                "preempt_after": self.preempt_after, "startup": self.startup, "description": self.description_text,
+                "saves_on_stop": self.saves_on_stop}
         if self.swap_after is not None:
             body["swap_after"] = self.swap_after
         if self.checkpoint_every is not None:

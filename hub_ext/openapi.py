@@ -180,7 +180,10 @@ def document(version: str) -> dict:
                                          "description": "Seconds of progress between the checkpoints "
                                                         "the class's work saves; swaps wait for one."},
                     "startup": {"type": "number", "minimum": 0,
-                                "description": "Seconds each start spends before making progress."}}},
+                                "description": "Seconds each start spends before making progress."},
+                    "saves_on_stop": {"type": "boolean",
+                                      "description": "The class's work saves a checkpoint when told to stop "
+                                                     "(SIGTERM), so a preemption loses only its restart."}}},
                 "ClassList": {"type": "object"},
                 "Node": {"type": "object", "properties": {
                     "name": _NAME, "gpus": {"type": "integer", "minimum": 0, "maximum": 64},

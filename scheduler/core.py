@@ -320,8 +320,10 @@ class Scheduler(SubmissionsMixin):
             self.store.put_workloads([v for v, _ in res.preempted] + res.admitted)
             for v, by in res.preempted:
                 lost = res.lost.get(v.id)
+                cls = self.state.classes.get(v.priority)
+                saves = v.saves_on_stop or (cls is not None and cls.saves_on_stop)
                 self._event(now, "preempted", v, f"preempted by {by.id} ({by.priority}, queue {by.queue}): "
-                            f"{preemption.why(v, by)}{preemption.lost_words(lost, v.saves_on_stop)}",
+                            f"{preemption.why(v, by)}{preemption.lost_words(lost, saves)}",
                             preemptor=by.id, placement=[a.to_dict() for a in v.placement],
                             **({} if lost is None else {"lost_s": lost}))
                 if v.state != PREEMPTING:      # released at once (replay)

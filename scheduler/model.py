@@ -58,7 +58,10 @@ class PriorityClass:
     ``startup``: seconds each start spends before the work makes progress
     (loading its checkpoint). With both, the engine knows how much work a
     preemption would throw away (``preemption.since_checkpoint``): swaps wait
-    until a victim has just saved (``EngineConfig.swap_loss``).
+    until a victim has just saved (``EngineConfig.swap_loss``). ``saves_on_stop``:
+    the class's work saves a checkpoint when told to stop (a SIGTERM handler), so a
+    preemption loses only its restart; a job seen doing so is marked by itself
+    (``Workload.saves_on_stop``), this declares it for all of the class's work.
     """
 
     name: str
@@ -71,6 +74,7 @@ class PriorityClass:
     swap_after: float | None = None
     checkpoint_every: float | None = None
     startup: float = 0.0
+    saves_on_stop: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)

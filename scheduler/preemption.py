@@ -195,9 +195,10 @@ def since_checkpoint(v: Workload, cls: PriorityClass, now: float) -> float | Non
     so after the class's ``startup`` seconds the work saves every ``checkpoint_every``
     seconds of the current run. Work that reported checkpoints before but not yet in this
     run, with no cadence declared, loses the whole run after ``startup``. Work not yet
-    running loses nothing, nor work seen saving when told to stop (``saves_on_stop``)."""
-    if v.saves_on_stop:
-        return 0.0              # seen saving when told to stop: only the restart is lost
+    running loses nothing, nor work that saves when told to stop (``saves_on_stop``: seen
+    doing so, or declared by its class)."""
+    if v.saves_on_stop or cls.saves_on_stop:
+        return 0.0              # it saves when told to stop: only the restart is lost
     every = _checkpoint_every(v, cls)
     saved = v.checkpointed_at
     if every is None and saved is None:

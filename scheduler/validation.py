@@ -97,6 +97,7 @@ def priority_class(d: dict | PriorityClass) -> PriorityClass:
         checkpoint_every=None if d.get("checkpoint_every") is None else
         float(_number("checkpoint_every", d["checkpoint_every"], low=1, high=MAX_TIME_LIMIT)),
         startup=float(_number("startup", d.get("startup", 0.0), low=0, high=MAX_TIME_LIMIT)),
+        saves_on_stop=_flag(d, "saves_on_stop", False),
     )
     if pc.swap_after is not None and pc.swap_after < pc.preempt_after:
         raise ValidationError(

@@ -260,5 +260,11 @@ def test_admin_creates_and_deletes_queues_and_classes(hub):
     assert "checkpoint_every must be between 1" in line
     c = hub.call("GET", "/classes", hub.tokens["ada"]).json()["classes"]
     assert [x["checkpoint_every"] for x in c if x["name"] == "cli-ckpt"] == [1800]     # unchanged
+    # Its images save on SIGTERM: the admin says so, and the listing shows it.
+    ok(cli(hub, "ada", "classes", "set", "cli-ckpt", "--rank", "150", "--preempt-after", "600", "--saves-on-stop"))
+    c = hub.call("GET", "/classes", hub.tokens["ada"]).json()["classes"]
+    assert [(x["saves_on_stop"], x["checkpoint_every"]) for x in c if x["name"] == "cli-ckpt"] == [(True, None)]
+    row = next(r for r in ok(cli(hub, "alice", "classes")).splitlines() if r.startswith("cli-ckpt"))
+    assert " on stop " in row, row
     assert "deleted class cli-ckpt" in ok(cli(hub, "ada", "classes", "delete", "cli-ckpt"))
     assert "unknown priority class" in one_line_error(cli(hub, "ada", "classes", "delete", "cli-urgent"))

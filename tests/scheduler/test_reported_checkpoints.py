@@ -165,3 +165,24 @@ def test_work_seen_saving_when_stopped_loses_only_its_restart():
     ev = s.events(workload_id=victim.id, kinds=("preempted",))[-1]
     assert ev.data["lost_s"] == 0 and ev.reason.endswith("it saves a checkpoint when stopped, so only its "
                                                           "restart is lost"), ev.reason
+
+
+def test_a_class_may_declare_that_its_work_saves_when_stopped():
+    # An admin whose training images save on SIGTERM says so once, for the class: its work
+    # is swapped out at once (no wait for the next periodic save), and its owners are told
+    # only the restart is lost. Without the declaration the same swap waits for a save.
+    for declared in (False, True):
+        s = one_team()
+        s.put_class({**TRAINING, "checkpoint_every": 1800, "startup": 60, "saves_on_stop": declared}, now=0)
+        runs = start(s, "a", [100] * 4, now=0)
+        short = job(s, "a", gpus=1, time_limit=2 * HOUR, now=700)
+        res = s.cycle(now=700)
+        if not declared:
+            assert res.preempted == [] and s.get(short.id).state == PENDING
+            continue
+        (victim, by), = res.preempted
+        assert by.id == short.id and victim.id in {w.id for w in runs} and res.lost == {victim.id: 0.0}
+        assert not victim.saves_on_stop                  # declared by its class, not seen
+        ev, = s.events(workload_id=victim.id, kinds=("preempted",))
+        assert ev.reason.endswith("so only its restart is lost"), ev.reason
+        assert since_checkpoint(runs[0], s.state.classes["training"], 900) == 0.0

@@ -103,7 +103,7 @@ def test_bad_classes_and_nodes_are_refused():
         s.put_node({"name": "n9", "gpus": 8, "gpu_model": "A 100!"})
     assert "vip" not in s.state.classes and "huge" not in s.state.inventory.nodes
     # Yes/no fields take true or false only: "false" read as a truthy string would flip them.
-    for field in ("preemptible", "may_borrow", "requeue"):
+    for field in ("preemptible", "may_borrow", "requeue", "saves_on_stop"):
         with pytest.raises(ValidationError, match=f"{field} must be true or false, not 'no'"):
             s.put_class({"name": "vip", "rank": 10, field: "no"})
     for field in ("healthy", "draining"):
