@@ -59,8 +59,9 @@ class WorkloadsHandler(BaseHandler):
 
 def with_report_token(d: dict, w, caller, svc) -> dict:
     """The job's report token (``report_tokens``) for those who may act for it (its owner, the
-    launchers and spawners), while it may still run; the launcher hands it to the job."""
-    if w.state not in TERMINAL and caller.may_cancel(w):
+    launchers and spawners) while it holds GPUs (admitted, running, being stopped): the
+    launcher hands it to the job. Pending work has none (lists of 10,000 stay as they were)."""
+    if w.state in HOLDING and caller.may_cancel(w):
         d["report_token"] = svc.report_tokens.issue(w.id)
     return d
 

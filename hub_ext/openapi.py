@@ -106,7 +106,7 @@ def document(version: str) -> dict:
                                                               "only its restart"},
                                             "report_token": {"type": "string", "description": "the job's token "
                                                              "for its own checkpoint reports (to its owner and "
-                                                             "launchers, while it may run)"},
+                                                             "launchers, while it holds GPUs)"},
                                             "explanation": {"$ref": "#/components/schemas/Explanation"}}},
                 "Explanation": {"type": "object", "description": "Why pending work waits and when it may start",
                                 "properties": {

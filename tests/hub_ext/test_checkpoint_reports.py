@@ -97,6 +97,15 @@ def test_a_job_reports_with_its_own_report_token_and_nothing_else(hub):
     assert listed[wid]["report_token"] == token and listed[other]["report_token"] != token
     assert hub.call("GET", f"/workloads/{wid}", hub.tokens["alice"]).json()["report_token"] == token   # the owner
     assert "report_token" not in hub.call("GET", f"/workloads/{wid}", hub.tokens["lin"]).json()       # a team lead
+    # Work that holds no GPUs yet has nothing to report (3 × 4 GPUs on 8: one at least waits).
+    big = [hub.call("POST", "/workloads", hub.tokens["alice"], json={"kind": "batch", "resources": {"gpu": 4}}).json()
+           for _ in range(3)]
+    time.sleep(0.5)
+    seen = [hub.call("GET", f"/workloads/{w['id']}", launcher).json() for w in big]
+    assert any(w["state"] == "pending" for w in seen), seen
+    assert all(("report_token" in w) == (w["state"] in ("admitted", "running")) for w in seen), seen
+    for w in big:
+        hub.call("DELETE", f"/workloads/{w['id']}", hub.tokens["alice"])
 
     r = hub.call("POST", f"/workloads/{wid}/checkpoint", token)
     assert r.status_code == 200 and r.json()["checkpointed_at"] is not None, r.text
