@@ -7,10 +7,13 @@ counters are fed as cycles run. Reading needs the hub's ``read:metrics`` scope
 
 from __future__ import annotations
 
+import time
+
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
-from scheduler.model import HOLDING, PENDING
+from scheduler.model import HOLDING, PENDING, RUNNING
+from scheduler.preemption import since_checkpoint
 from scheduler.resources import FLAVOR_PREFIX
 
 from .base import BaseHandler
@@ -46,6 +49,38 @@ class _StateCollector:
             used.add_metric([flavor], inv.capacity[key] - inv.free.get(key, 0))
         yield total
         yield used
+        yield from self._checkpoints(st, time.time())
+
+    @staticmethod
+    def _checkpoints(st, now: float):
+        """What preempting all running preemptible work now would throw away, per queue: the
+        GPU-seconds since each job's last checkpoint (reported, or implied by a declared
+        cadence), and how many jobs nothing is known of (they would lose their whole run)."""
+        risk = GaugeMetricFamily("computehub_work_at_risk_gpu_seconds",
+                                 "GPU-seconds of progress since the last checkpoint of running preemptible "
+                                 "work (reported or declared): what preempting it all now would lose",
+                                 labels=["queue"])
+        unknown = GaugeMetricFamily("computehub_running_without_checkpoints",
+                                    "Running preemptible workloads that neither report nor declare "
+                                    "checkpoints: a preemption loses their whole run", labels=["queue"])
+        at_risk: dict[str, float] = {}
+        blind: dict[str, int] = {}
+        for w in st.holding.values():
+            cls = st.classes.get(w.priority)
+            if w.state != RUNNING or cls is None or not cls.preemptible:
+                continue
+            lost = since_checkpoint(w, cls, now)
+            at_risk.setdefault(w.queue, 0.0)
+            blind.setdefault(w.queue, 0)
+            if lost is None:
+                blind[w.queue] += 1
+            else:
+                at_risk[w.queue] += lost * w.gpus
+        for q in sorted(at_risk):
+            risk.add_metric([q], at_risk[q])
+            unknown.add_metric([q], blind[q])
+        yield risk
+        yield unknown
 
 
 class Metrics:
@@ -65,7 +100,7 @@ class Metrics:
         self.preempted_work = Counter(
             "computehub_preempted_work_lost_gpu_seconds",
             "GPU-seconds of progress preemption threw away (since the victims' last checkpoints; "
-            "only work that declares its checkpoints is counted)", ["queue"], registry=self.registry)
+            "only work that reports or declares its checkpoints is counted)", ["queue"], registry=self.registry)
 
     def observe_cycle(self, res) -> None:
         self.cycle.observe(res.seconds)
