@@ -20,6 +20,8 @@ service the hub starts).
 from __future__ import annotations
 
 import os
+import signal
+import sys
 from urllib.parse import quote
 
 SERVICE = "services/computehub"
@@ -57,7 +59,7 @@ def default_token(env=os.environ) -> str | None:
     return env.get("COMPUTEHUB_TOKEN") or env.get("JUPYTERHUB_API_TOKEN") or None
 
 
-def report_checkpoint(at: float | None = None, on_stop: bool = False, env=os.environ) -> dict:
+def report_checkpoint(at: float | None = None, on_stop: bool = False, env=os.environ, timeout: float = 30.0) -> dict:
     """From inside a job the launcher started: "I just saved a checkpoint". Uses the job's
     $COMPUTEHUB_WORKLOAD_ID, $COMPUTEHUB_REPORT_TOKEN (good for this report only) and
     $COMPUTEHUB_URL, all set by the launcher::
@@ -70,7 +72,28 @@ def report_checkpoint(at: float | None = None, on_stop: bool = False, env=os.env
         raise ComputeHubError(None, "no_workload", "not inside a ComputeHub job ($COMPUTEHUB_WORKLOAD_ID is "
                                                    "not set); name the workload")
     token = env.get("COMPUTEHUB_REPORT_TOKEN") or default_token(env)
-    return ComputeHubClient(default_url(env), token).report_checkpoint(wid, at=at, on_stop=on_stop)
+    return ComputeHubClient(default_url(env), token, timeout=timeout).report_checkpoint(wid, at=at, on_stop=on_stop)
+
+
+def save_on_preemption(save, exit_code: int = 143, env=os.environ) -> None:
+    """From inside a job: when it is told to stop (SIGTERM: preempted, or its node drained),
+    call ``save()``, tell the scheduler the job saved on stop, and exit with ``exit_code``
+    (143, as killed by SIGTERM: the work did not finish). The scheduler then knows this job
+    saves on stop (``saves_on_stop``): preempting it again loses only its restart, so it is
+    swapped out at once rather than at its next periodic save. The report is best effort
+    (5 seconds at most, within the grace period); a failing ``save()`` is not reported::
+
+        save_on_preemption(lambda: torch.save(model.state_dict(), f"{ckpt}/last.pt"))
+    """
+    def stop(signum, frame):
+        save()
+        try:
+            report_checkpoint(on_stop=True, env=env, timeout=5.0)
+        except ComputeHubError as e:
+            print(f"computehub: the save on stop was not reported: {e.message}", file=sys.stderr, flush=True)
+        sys.exit(exit_code)
+
+    signal.signal(signal.SIGTERM, stop)
 
 
 def _clean(params: dict) -> dict:

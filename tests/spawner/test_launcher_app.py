@@ -187,6 +187,36 @@ def test_preemption_sigterm_checkpoint_requeue_resume(lhub):
     assert w["saves_on_stop"] is True and w["checkpointed_at"] is not None, w
 
 
+def test_a_job_that_saves_on_preemption_tells_the_scheduler_itself(lhub):
+    """``save_on_preemption(save)``: on SIGTERM the job saves where the launcher does not look
+    (here its working folder) and reports the save itself, so the service learns that it saves
+    on stop (its later preemptions lose only the restart) without the launcher seeing a file."""
+    hub, work = lhub
+    code = ("import os, sys, time\n"
+            "from hub_ext.client import save_on_preemption\n"
+            "mark = os.path.join(os.getcwd(), 'saved-' + os.environ['COMPUTEHUB_WORKLOAD_ID'])\n"
+            "if os.path.exists(mark):\n"
+            "    print('resumed', flush=True); sys.exit(0)\n"
+            "print('checkpoint folder', os.environ['COMPUTEHUB_CHECKPOINT_DIR'], flush=True)\n"
+            "def save():\n"
+            "    open(mark, 'w').write('state'); print('saved on stop', flush=True)\n"
+            "save_on_preemption(save)\n"
+            "while True:\n"
+            "    time.sleep(0.05)\n")
+    victim = submit(hub, "bob", py(code), work, kind="batch", gpus=2)
+    wait_for("the batch job to run", lambda: state_is(hub, victim["id"], "running"))
+    time.sleep(1.0)
+    assert get(hub, victim["id"])["saves_on_stop"] is False
+    urgent = submit(hub, "alice", py("print('urgent done')"), work, gpus=2)
+    wait_for("the urgent job to finish", lambda: state_is(hub, urgent["id"], "finished"), 90)
+    w = wait_for("the victim to run again and finish", lambda: state_is(hub, victim["id"], "finished"), 90)
+    lines = hub.call("GET", f"/workloads/{victim['id']}/logs", hub.tokens["bob"]).json()["lines"]
+    assert "saved on stop" in lines and "resumed" in lines, lines
+    assert w["preemptions"] >= 1 and w["saves_on_stop"] is True, w
+    folder = next(x for x in lines if x.startswith("checkpoint folder ")).split(" ", 2)[2]
+    assert os.path.isdir(folder) and not os.listdir(folder)          # nothing the launcher could have seen
+
+
 def test_the_checkpoints_a_job_saves_reach_the_service(lhub):
     """A job saves into $COMPUTEHUB_CHECKPOINT_DIR (write, then rename); the launcher sees each
     new file and reports it, so the service knows when the job last saved (what a preemption
