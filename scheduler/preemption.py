@@ -187,6 +187,9 @@ def _swap_victims(state, index: VictimIndex, w: Workload, cls: PriorityClass, lo
             yield v
 
 
+MIN_FIRST_SAVE = 60.0   # a first save sooner after the start says nothing of the cadence (seconds)
+
+
 def since_checkpoint(v: Workload, cls: PriorityClass, now: float) -> float | None:
     """Seconds of progress ``v`` would lose if stopped now (None where that is not known).
     Exactly the time since its last reported checkpoint of its current run
@@ -247,8 +250,15 @@ def _loses_at_most(state, index: VictimIndex, v: Workload, most: float) -> bool:
 
 def _checkpoint_every(v: Workload, cls: PriorityClass) -> float | None:
     """How often the workload saves: as seen from its reports, else its own declared
-    interval, else its class's (None: not known)."""
-    return v.checkpoint_seen_every or v.checkpoint_every or cls.checkpoint_every
+    interval, else its class's, else, after its first report in this run, the time that
+    save took from the run's start (training saves every so many steps from each start;
+    the next report corrects it). None: not known."""
+    every = v.checkpoint_seen_every or v.checkpoint_every or cls.checkpoint_every
+    if every is None and v.checkpointed_at is not None and v.started_at is not None:
+        first = v.checkpointed_at - v.started_at - cls.startup
+        if first >= MIN_FIRST_SAVE:
+            return first
+    return every
 
 
 def _rank_of(entry) -> int:

@@ -2,13 +2,15 @@
 would lose is then known exactly, instead of inferred from a declared cadence, so swaps go
 ahead as soon as a victim has saved and reclaim takes the borrower that just saved."""
 
+from dataclasses import replace
+
 import pytest
 from sched_helpers import job
 from test_checkpoint_swaps import HOUR, TRAINING, one_team, start
 
 from scheduler import Conflict, Scheduler
 from scheduler.model import PENDING, PREEMPTING, RUNNING
-from scheduler.preemption import since_checkpoint
+from scheduler.preemption import _checkpoint_every, since_checkpoint
 from scheduler.store import open_store
 
 
@@ -28,20 +30,28 @@ def test_a_reported_checkpoint_lets_a_waiting_swap_go_ahead():
 
 
 def test_work_that_reports_but_declares_no_cadence_waits_for_its_next_report():
-    # Nothing is declared; each job has reported a checkpoint, so what it would lose is known.
+    # Nothing is declared; each job has reported one checkpoint, 20 minutes after its start,
+    # so what it would lose is known, and its next save is expected 20 minutes after that.
     s = one_team(checkpoints=False)
     runs = start(s, "a", [100] * 4, now=0)
     for w in runs:
-        s.report_checkpoint(w.id, at=100, now=100)
-    short = job(s, "a", gpus=1, time_limit=2 * HOUR, now=700)
-    res = s.cycle(now=700)
-    # 600 s since each one's save: more than swap_loss (300 s). No cadence says when the
-    # next save comes, so no wake-up either: the report itself starts the next cycle.
-    assert not res.preempted and short.state == PENDING and res.wake_at is None
-    s.report_checkpoint(runs[1].id, now=900)
-    (victim, by), = s.cycle(now=950).preempted
+        s.report_checkpoint(w.id, at=1200, now=1200)
+    short = job(s, "a", gpus=1, time_limit=2 * HOUR, now=1800)
+    res = s.cycle(now=1800)
+    # 600 s since each one's save: more than swap_loss (300 s). The swap waits for the next
+    # save, expected at 2,400 s; the ETA says so.
+    assert not res.preempted and short.state == PENDING and res.wake_at == 2400
+    ex = s.explain(short.id, now=1800)
+    assert ex["eta"] == 2400 and "has saved its next checkpoint" in ex["eta_reason"], ex
+    # A save reported sooner than expected lets the swap go at once.
+    s.report_checkpoint(runs[1].id, now=2000)
+    (victim, by), = s.cycle(now=2050).preempted
     assert (victim.id, by.id) == (runs[1].id, short.id)
-    assert since_checkpoint(runs[0], s.state.classes["training"], 950) == 850
+    assert since_checkpoint(runs[0], s.state.classes["training"], 2050) == 850
+    # A first save right after the start (the initial weights) says nothing of the cadence.
+    training = s.state.classes["training"]
+    assert _checkpoint_every(runs[2], training) == 1200
+    assert _checkpoint_every(replace(runs[2], checkpointed_at=30.0), training) is None
 
 
 def test_two_reports_show_how_often_work_saves_and_when_its_next_save_is_due():
