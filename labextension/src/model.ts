@@ -28,6 +28,7 @@ export interface Workload {
   started_at?: number | null;
   preemptions?: number;
   checkpointed_at?: number | null;
+  saves_on_stop?: boolean;
   metadata?: { [key: string]: any };
   explanation?: {
     position?: number;
@@ -140,15 +141,25 @@ export function preemptedText(w: Workload): string {
 
 /** "checkpoint saved 4 min ago" for running work that reported one in its current run (the
  * launcher sees each save in $COMPUTEHUB_CHECKPOINT_DIR): a preemption now would lose only the
- * work since. '' otherwise. ``now`` in UNIX seconds. */
+ * work since; "saves when stopped" for work seen saving when preempted (it loses only its
+ * restart). '' otherwise. ``now`` in UNIX seconds. */
 export function checkpointText(w: Workload, now: number): string {
-  const saved = w.checkpointed_at;
-  if (w.state !== 'running' || saved === null || saved === undefined || !isFinite(saved)) {
+  if (w.state !== 'running') {
     return '';
+  }
+  const onStop = w.saves_on_stop ? 'saves when stopped' : '';
+  const saved = w.checkpointed_at;
+  if (saved === null || saved === undefined || !isFinite(saved)) {
+    return onStop;
   }
   if (w.started_at !== null && w.started_at !== undefined && saved < w.started_at) {
-    return '';
+    return onStop;
   }
+  const said = savedAgo(saved, now);
+  return onStop ? `${said} · ${onStop}` : said;
+}
+
+function savedAgo(saved: number, now: number): string {
   const minutes = Math.floor(Math.max(0, now - saved) / 60);
   if (minutes < 1) {
     return 'checkpoint saved < 1 min ago';

@@ -85,6 +85,12 @@ describe('formatting', () => {
     // a save of an earlier run, or work not running: nothing to say
     expect(checkpointText(wl({ ...run, checkpointed_at: 900 }), 2000)).toBe('');
     expect(checkpointText(wl({ state: 'pending', checkpointed_at: 1990 }), 2000)).toBe('');
+    // work seen saving when it was preempted loses only its restart
+    expect(checkpointText(wl({ ...run, saves_on_stop: true }), 2000)).toBe('saves when stopped');
+    expect(checkpointText(wl({ ...run, checkpointed_at: 1990, saves_on_stop: true }), 2000)).toBe(
+      'checkpoint saved < 1 min ago · saves when stopped'
+    );
+    expect(checkpointText(wl({ state: 'pending', saves_on_stop: true }), 2000)).toBe('');
   });
 
   it('shows memory in GB like nvidia-smi', () => {
