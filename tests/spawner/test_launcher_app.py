@@ -156,6 +156,20 @@ def test_a_workdir_outside_the_allowed_folders_is_refused(lhub):
     assert "working directory /etc is outside the folders jobs may run in" in w["reason"], w["reason"]
 
 
+def preempted_once(hub, work, code: str, before=lambda victim: True):
+    """bob's 2-GPU batch job running ``code`` is preempted by alice's 2-GPU training job,
+    requeued and run again to its end: (the workload then, its log lines). ``before(victim)``
+    must hold while it first runs."""
+    victim = submit(hub, "bob", py(code), work, kind="batch", gpus=2)
+    wait_for("the batch job to run", lambda: state_is(hub, victim["id"], "running"))
+    time.sleep(1.0)
+    assert before(victim), get(hub, victim["id"])
+    urgent = submit(hub, "alice", py("print('urgent done')"), work, gpus=2)
+    wait_for("the urgent job to finish", lambda: state_is(hub, urgent["id"], "finished"), 90)
+    w = wait_for("the victim to run again and finish", lambda: state_is(hub, victim["id"], "finished"), 90)
+    return w, hub.call("GET", f"/workloads/{victim['id']}/logs", hub.tokens["bob"]).json()["lines"]
+
+
 def test_preemption_sigterm_checkpoint_requeue_resume(lhub):
     """A batch job (preemptible at once) holding both GPUs is preempted by a training job:
     SIGTERM, it saves a checkpoint, the launcher reports it stopped, it is requeued, and when it
@@ -171,14 +185,8 @@ def test_preemption_sigterm_checkpoint_requeue_resume(lhub):
             "if step: sys.exit(0)\n"
             "while True:\n"
             "    step += 1; time.sleep(0.05)\n")
-    victim = submit(hub, "bob", py(code), work, kind="batch", gpus=2)
-    wait_for("the batch job to run", lambda: state_is(hub, victim["id"], "running"))
-    time.sleep(1.0)
-    urgent = submit(hub, "alice", py("print('urgent done')"), work, gpus=2)
-    wait_for("the urgent job to finish", lambda: state_is(hub, urgent["id"], "finished"), 90)
-    w = wait_for("the victim to run again and finish", lambda: state_is(hub, victim["id"], "finished"), 90)
+    w, lines = preempted_once(hub, work, code)
     assert w["preemptions"] >= 1, w
-    lines = hub.call("GET", f"/workloads/{victim['id']}/logs", hub.tokens["bob"]).json()["lines"]
     saved = [int(x.split()[1]) for x in lines if x.startswith("checkpointed ")]
     resumed = [int(x.split()[2]) for x in lines if x.startswith("resumed from ")]
     assert saved and saved[0] > 0, lines
@@ -203,14 +211,8 @@ def test_a_job_that_saves_on_preemption_tells_the_scheduler_itself(lhub):
             "save_on_preemption(save)\n"
             "while True:\n"
             "    time.sleep(0.05)\n")
-    victim = submit(hub, "bob", py(code), work, kind="batch", gpus=2)
-    wait_for("the batch job to run", lambda: state_is(hub, victim["id"], "running"))
-    time.sleep(1.0)
-    assert get(hub, victim["id"])["saves_on_stop"] is False
-    urgent = submit(hub, "alice", py("print('urgent done')"), work, gpus=2)
-    wait_for("the urgent job to finish", lambda: state_is(hub, urgent["id"], "finished"), 90)
-    w = wait_for("the victim to run again and finish", lambda: state_is(hub, victim["id"], "finished"), 90)
-    lines = hub.call("GET", f"/workloads/{victim['id']}/logs", hub.tokens["bob"]).json()["lines"]
+    w, lines = preempted_once(hub, work, code,
+                              before=lambda v: get(hub, v["id"])["saves_on_stop"] is False)
     assert "saved on stop" in lines and "resumed" in lines, lines
     assert w["preemptions"] >= 1 and w["saves_on_stop"] is True, w
     folder = next(x for x in lines if x.startswith("checkpoint folder ")).split(" ", 2)[2]
