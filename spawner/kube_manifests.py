@@ -20,6 +20,7 @@ from .options import check_pod, toleration_key
 
 SCRIPT_DIR = "/computehub/script"
 JOB_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+SUFFIXES = {"ConfigMap": "-script", "Secret": "-report"}     # names of a workload's other objects
 
 
 @dataclass
@@ -151,7 +152,8 @@ def _env(workload: dict, job: Job, t: Template, s: Settings) -> list:
     if s.computehub_url:
         env.append({"name": "COMPUTEHUB_URL", "value": s.computehub_url})
     if workload.get("report_token"):     # good for this workload's checkpoint reports only
-        env.append({"name": REPORT_TOKEN_ENV, "value": workload["report_token"]})
+        env.append({"name": REPORT_TOKEN_ENV, "valueFrom": {"secretKeyRef": {
+            "name": name_of(workload) + SUFFIXES["Secret"], "key": "token"}}})
     return env
 
 
@@ -159,8 +161,23 @@ def script_configmap(workload: dict, job: Job, s: Settings) -> dict | None:
     if job.script is None:
         return None
     return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": _meta(name_of(workload) + "-script", s, labels_of(workload)),
+            "metadata": _meta(name_of(workload) + SUFFIXES["ConfigMap"], s, labels_of(workload)),
             "data": {"script.py": job.script}}
+
+
+def report_secret(workload: dict, s: Settings) -> dict | None:
+    """The job's report token in a Secret of its own (not in the pod spec, which whoever may
+    read pods can see)."""
+    if not workload.get("report_token"):
+        return None
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": _meta(name_of(workload) + SUFFIXES["Secret"], s, labels_of(workload)),
+            "stringData": {"token": workload["report_token"]}}
+
+
+def _extras(workload: dict, job: Job, s: Settings) -> list[dict]:
+    """What a job's pods need besides themselves: its %%submit script and its report token."""
+    return [m for m in (script_configmap(workload, job, s), report_secret(workload, s)) if m]
 
 
 def training_manifests(workload: dict, job: Job, t: Template, s: Settings) -> list[dict]:
@@ -174,7 +191,7 @@ def training_manifests(workload: dict, job: Job, t: Template, s: Settings) -> li
         {"name": "RANK", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{JOB_INDEX_ANNOTATION}']"}}},
         {"name": "MASTER_ADDR", "value": f"{name}-0.{name}.{s.namespace}.svc" if n > 1 else "127.0.0.1"}]
     pod_spec = _pod_spec(workload, job, t, s, env, restart="Never")
-    out = [m for m in [script_configmap(workload, job, s)] if m]
+    out = _extras(workload, job, s)
     if n > 1:
         pod_spec["subdomain"] = name
         out.append({"apiVersion": "v1", "kind": "Service", "metadata": _meta(name, s, labels),
@@ -206,7 +223,7 @@ def inference_manifests(workload: dict, job: Job, t: Template, s: Settings) -> l
     c["ports"] = [{"name": "http", "containerPort": port}]
     c["readinessProbe"] = {"tcpSocket": {"port": port}, "periodSeconds": 5, "failureThreshold": 3}
     selector = {LABEL_PREFIX + "workload": labels[LABEL_PREFIX + "workload"]}
-    out = [m for m in [script_configmap(workload, job, s)] if m]
+    out = _extras(workload, job, s)
     out.append({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta(name, s, labels),
                 "spec": {"replicas": int(workload.get("workers") or 1), "selector": {"matchLabels": selector},
                          "template": {"metadata": {"labels": labels}, "spec": pod_spec}}})

@@ -22,13 +22,14 @@ import os
 from traitlets import Dict, Integer, Unicode, default
 
 from .kube import LABEL_PREFIX, label_value
-from .kube_manifests import (Settings, describe, endpoint_of, inference_manifests, name_of, placement_nodes,
-                             template_from, training_manifests)
+from .kube_manifests import (SUFFIXES, Settings, describe, endpoint_of, inference_manifests, name_of,
+                             placement_nodes, template_from, training_manifests)
 from .launch_base import Ended, LaunchError, LauncherBackend, job_of
 from .options import OptionsError
 
 KIND_API = {"Job": ("batch", "namespaced_job"), "Deployment": ("apps", "namespaced_deployment"),
-            "Service": ("core", "namespaced_service"), "ConfigMap": ("core", "namespaced_config_map")}
+            "Service": ("core", "namespaced_service"), "ConfigMap": ("core", "namespaced_config_map"),
+            "Secret": ("core", "namespaced_secret")}
 
 
 class KubeLauncher(LauncherBackend):
@@ -184,9 +185,9 @@ class KubeLauncher(LauncherBackend):
             except ApiException as e:
                 if e.status != 404:
                     raise
-        for kind in ("Job", "Deployment", "Service", "ConfigMap"):
+        for kind in KIND_API:
             group, what = KIND_API[kind]
-            name = name_of(workload) + ("-script" if kind == "ConfigMap" else "")
+            name = name_of(workload) + SUFFIXES.get(kind, "")
             try:
                 await getattr(api[group], f"delete_{what}")(name, self.namespace, propagation_policy="Background")
             except ApiException as e:

@@ -12,6 +12,8 @@ kubernetes-validate --strict for a pinned, bundled Kubernetes version.
 
 from __future__ import annotations
 
+import base64
+import json
 import sys
 import time
 from pathlib import Path
@@ -190,9 +192,14 @@ def test_training_job_runs_like_the_notebook_and_finishes(kc):
     assert env["COMPUTEHUB_CHECKPOINT_DIR"] == f"/home/jovyan/.computehub/checkpoints/{wid}"
     assert env["WORLD_SIZE"] == "1" and isinstance(env["RANK"], dict)        # the user's RANK is not theirs to set
     assert env["COMPUTEHUB_URL"] == "http://hub:8081/services/computehub"
-    # No hub token in the pod, but its own report token: the job reports its saves itself.
+    # No hub token in the pod, but its own report token, from a Secret of its own (not in the
+    # pod spec): the job reports its saves itself.
     assert not {"JUPYTERHUB_API_TOKEN", "COMPUTEHUB_TOKEN"} & set(env)
-    r = kc.call("POST", f"/workloads/{wid}/checkpoint", env["COMPUTEHUB_REPORT_TOKEN"])
+    secret = one(kc, "secrets", wid)
+    assert env["COMPUTEHUB_REPORT_TOKEN"] == {"secretKeyRef": {"name": secret["metadata"]["name"], "key": "token"}}
+    token = (secret.get("stringData") or {}).get("token") or base64.b64decode(secret["data"]["token"]).decode()
+    assert token not in json.dumps(job)
+    r = kc.call("POST", f"/workloads/{wid}/checkpoint", token)
     assert r.status_code == 200 and r.json()["checkpointed_at"] is not None, r.text
 
     kc.cluster.run(patch_status(kc.cluster, f"/apis/batch/v1/namespaces/{NS}/jobs/ch-{wid}/status",
@@ -245,9 +252,11 @@ def test_cancel_deletes_pods_with_grace_then_the_objects(kc):
     wid = w["id"]
     wait_for("running", lambda: state_is(kc, wid, "running"))
     wait_for("its pod", lambda: one(kc, "pods", wid))
+    assert one(kc, "secrets", wid) is not None
     r = kc.call("DELETE", f"/workloads/{wid}", kc.tokens["alice"])
     assert r.status_code == 200, r.text
     wait_for("the pod deleted", lambda: one(kc, "pods", wid) is None and one(kc, "jobs", wid) is None)
+    wait_for("its report token's Secret deleted too", lambda: one(kc, "secrets", wid) is None, timeout=10)
     deletes = kc.cluster.call(lambda: [rq for rq in kc.cluster.emulator
                                        if rq.method == "DELETE" and rq.resource is not None
                                        and rq.resource.plural == "pods" and (rq.name or "").startswith(f"ch-{wid}")])
