@@ -320,8 +320,7 @@ class Scheduler(SubmissionsMixin):
             self.store.put_workloads([v for v, _ in res.preempted] + res.admitted)
             for v, by in res.preempted:
                 lost = res.lost.get(v.id)
-                cls = self.state.classes.get(v.priority)
-                saves = v.saves_on_stop or (cls is not None and cls.saves_on_stop)
+                saves = preemption.saves_on_stop(v, self.state.classes.get(v.priority))
                 self._event(now, "preempted", v, f"preempted by {by.id} ({by.priority}, queue {by.queue}): "
                             f"{preemption.why(v, by)}{preemption.lost_words(lost, saves)}",
                             preemptor=by.id, placement=[a.to_dict() for a in v.placement],

@@ -200,7 +200,7 @@ def since_checkpoint(v: Workload, cls: PriorityClass, now: float) -> float | Non
     run, with no cadence declared, loses the whole run after ``startup``. Work not yet
     running loses nothing, nor work that saves when told to stop (``saves_on_stop``: seen
     doing so, or declared by its class)."""
-    if v.saves_on_stop or cls.saves_on_stop:
+    if saves_on_stop(v, cls):
         return 0.0              # it saves when told to stop: only the restart is lost
     every = _checkpoint_every(v, cls)
     saved = v.checkpointed_at
@@ -214,6 +214,11 @@ def since_checkpoint(v: Workload, cls: PriorityClass, now: float) -> float | Non
     if run <= 0:
         return 0.0
     return run if every is None else run % every
+
+
+def saves_on_stop(v: Workload, cls: PriorityClass | None) -> bool:
+    """Does ``v`` save a checkpoint when told to stop: seen doing so, or declared by its class?"""
+    return v.saves_on_stop or (cls is not None and cls.saves_on_stop)
 
 
 def assume_saved(v: Workload, cls: PriorityClass, now: float) -> None:

@@ -119,6 +119,11 @@ class LauncherBackend(LoggingConfigurable):
     last_lines_count = Integer(20, config=True,
                                help="How many last log lines go into a failed workload's reason (lines).")
 
+    def launcher_service_url(self) -> str:
+        """The service URL of the launcher driving this backend ('' outside one): where its
+        jobs reach the service too, unless configured otherwise."""
+        return getattr(self.parent, "computehub_url", "") or ""
+
     @default("logs_dir")
     def _logs_dir(self):
         data = os.environ.get("COMPUTEHUB_DATA_DIR") or os.path.abspath("computehub-data")

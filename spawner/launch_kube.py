@@ -62,7 +62,7 @@ class KubeLauncher(LauncherBackend):
 
     @default("pod_computehub_url")
     def _pod_computehub_url(self):
-        return getattr(self.parent, "computehub_url", "") or ""
+        return self.launcher_service_url()
 
     @default("namespace")
     def _namespace(self):

@@ -98,7 +98,7 @@ class LocalLauncher(LauncherBackend):
 
     @default("job_computehub_url")
     def _job_computehub_url(self):
-        return getattr(self.parent, "computehub_url", "") or ""
+        return self.launcher_service_url()
 
     @default("state_dir")
     def _state_dir(self):
