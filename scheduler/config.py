@@ -29,7 +29,7 @@ class EngineConfig(Configurable):
         limit) / declared limit reaches this, so that it cannot wait for good: a job declaring
         1 hour after 7 hours of waiting, one declaring a day after a week (work without a
         limit counts as assumed_limit). In trace replay 32-GPU jobs of an hour, of teams
-        guaranteed 28 GPUs, otherwise waited up to 200 hours (bench/README.md). 0 = never.""")
+        guaranteed 28 GPUs, otherwise waited up to 200 hours (bench/HISTORY.md). 0 = never.""")
     preemption = Bool(
         True, config=True,
         help="Preempt lower-ranked or borrowed work (reclaim) to admit work that is entitled to it.")
@@ -77,13 +77,13 @@ class EngineConfig(Configurable):
         since its last checkpoint a swap for shorter work may throw away. A swap is an
         improvement, not anyone's due, so it waits until a victim has just saved; reclaim for a
         guarantee and moves do not wait. In trace replay it cut the GPU-hours lost to
-        preemption by up to half (bench/README.md). Work that declares no checkpoints is
+        preemption by up to half (bench/HISTORY.md). Work that declares no checkpoints is
         swapped whenever it qualifies.""")
     half_life = Float(
         86400.0, config=True,
         help="""Half-life of past usage in fair share, in seconds (Slurm's PriorityDecayHalfLife,
         whose default is 7 days). One day: guarantees already protect each team's share, and
-        in trace replay a week's memory held a team back long after a burst (bench/README.md).""")
+        in trace replay a week's memory held a team back long after a burst (bench/HISTORY.md).""")
     reservations = Integer(
         1, config=True,
         help="How many blocked workloads (first in line) hold a backfill reservation at a time.")
