@@ -239,6 +239,8 @@ computehub queue --json
                 saved, started = w.get("checkpointed_at"), w.get("started_at")
                 if w["state"] == "running" and saved and started and saved >= started:
                     reason += f"{'; ' if reason else ''}checkpoint saved {human_duration(now - saved)} ago"
+                if w["state"] == "running" and w.get("saves_on_stop"):      # preempting it loses only a restart
+                    reason += f"{'; ' if reason else ''}saves when stopped"
             age = human_duration(now - w["submitted_at"]) if w.get("submitted_at") else ""
             row = [w["id"], w.get("name"), w["queue"], w["kind"], gpus_of(w), w["state"], age, pos, eta, reason]
             rows.append(row[:1] + [w["user"]] + row[1:] if self.all else row)

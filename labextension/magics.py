@@ -55,6 +55,8 @@ def describe(w: dict, lines: list[str] | None = None) -> tuple[str, str]:
         saved, started = w.get("checkpointed_at"), w.get("started_at")
         if saved and started and saved >= started:      # its launcher saw a save of this run
             extra += f" — checkpoint saved {duration(max(0.0, time.time() - saved))} ago"
+        if w.get("saves_on_stop"):      # seen saving when preempted: preempting it loses only a restart
+            extra += " — saves when stopped"
         return f"{name}: running on {where or status.get('node') or 'a node'}{extra}", status.get("message") or ""
     if state == "preempting":
         return f"{name}: being preempted (it gets SIGTERM and a grace period to checkpoint)", w.get("reason") or ""

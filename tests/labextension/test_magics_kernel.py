@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "hub_ext"))
 sys.path.insert(0, str(ROOT / "tests" / "spawner"))
 from realhub import free_port  # noqa: E402
-from test_launcher_app import kill_jobs, launcher_hub, launcher_pids, wait_for  # noqa: E402
+from launcherhub import kill_jobs, launcher_hub, launcher_pids, wait_for  # noqa: E402
 
 SERVER_SCOPES = ["custom:computehub:submit", "access:services!service=computehub"]
 

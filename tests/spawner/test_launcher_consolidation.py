@@ -4,7 +4,7 @@ local launcher. Jobs are local processes; the two 8-GPU nodes are the service's 
 tests/scheduler/test_consolidation.py, through the REST API and real processes."""
 
 import pytest
-from test_launcher_app import get, py, running_launcher_hub, state_is, submit, wait_for
+from launcherhub import get, py, running_launcher_hub, state_is, submit, wait_for
 
 NODES_AND_QUEUES = """
 c.ComputeHubService.nodes = [

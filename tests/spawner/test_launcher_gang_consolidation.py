@@ -5,7 +5,7 @@ same layout as tests/scheduler/test_gang_consolidation.py, through the REST API 
 processes."""
 
 import pytest
-from test_launcher_app import get, py, running_launcher_hub, state_is, submit, wait_for
+from launcherhub import get, py, running_launcher_hub, state_is, submit, wait_for
 from test_launcher_consolidation import UNTIL_STOPPED, node_of
 
 NODES_AND_QUEUES = """
