@@ -55,8 +55,9 @@ def find_traces(arg: str | None) -> Path:
     sys.exit(f"bench/replay.py: no cluster*.csv traces under {base} (use --traces DIR or COMPUTEHUB_TRACES)")
 
 
-def engine_settings(pairs: list[str]) -> dict:
-    """``["swap_loss=inf", ...]`` as EngineConfig values, checked by the traits themselves."""
+def engine_settings(pairs: list[str], option: str = "--engine") -> dict:
+    """``["swap_loss=inf", ...]`` as EngineConfig values, checked by the traits themselves
+    (``option``: the command-line option they came from, for the error)."""
     traits = EngineConfig.class_traits(config=True)
     traits.pop("release_on_preempt")        # replay stops victims at once, always
     out = {}
@@ -64,13 +65,13 @@ def engine_settings(pairs: list[str]) -> dict:
         name, sep, text = pair.partition("=")
         name = name.strip()
         if not sep or name not in traits:
-            raise ValueError(f"--engine expects SETTING=VALUE with one of {', '.join(sorted(traits))}; "
+            raise ValueError(f"{option} expects SETTING=VALUE with one of {', '.join(sorted(traits))}; "
                              f"not {pair!r}")
         try:
             out[name] = traits[name].from_string(text.strip())
             EngineConfig(**{name: out[name]})
         except (TraitError, ValueError) as e:
-            raise ValueError(f"--engine {pair}: {e}") from None
+            raise ValueError(f"{option} {pair}: {e}") from None
     return out
 
 

@@ -1,4 +1,4 @@
-"""``computehub bench <scale|api|replay|slurm|spawn> [options]``: run one benchmark of bench/.
+"""``computehub bench <scale|api|replay|replay-grid|slurm|spawn> [options]``: run one benchmark of bench/.
 
 Each benchmark is a script in the repository's ``bench/`` folder (benchmarks are not
 part of the installed package); this command runs it with the same Python and passes
@@ -20,6 +20,8 @@ BENCHMARKS = {
     "scale": ("scale.py", "scheduling cycle time and admissions/s with 1k-50k pending on 100-5,000 nodes"),
     "api": ("api_load.py", "REST API submissions/s and latency through the real hub and proxy"),
     "replay": ("replay.py", "the ITP GPU cluster traces under every policy, with the published figures"),
+    "replay-grid": ("replay_grid.py", "the replay's targets for the default under 5 team splits and "
+                                      "over-estimates at once, beside a variant's"),
     "slurm": ("slurm.py", "end-to-end job throughput against Slurm on this machine"),
     "spawn": ("spawn_queue.py", "time the queue adds to a notebook spawn"),
 }
