@@ -12,10 +12,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub_ext"))
+from localhub import wait_for  # noqa: E402,F401  (re-exported for the launcher tests)
 from realhub import RealHub  # noqa: E402
 
 SERVICE = """
@@ -82,16 +82,6 @@ def running_launcher_hub(tmp: Path, extra_service_config: str = ""):
     finally:
         hub.stop()
         kill_jobs(hub)
-
-
-def wait_for(what, fn, timeout=60.0, every=0.2):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = fn()
-        if v:
-            return v
-        time.sleep(every)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def submit(hub, user, command, work, kind="training", gpus=1, **extra):

@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import json
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ from kubernetes_validate.utils import all_versions, validate
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub_ext"))
 from kmock_cluster import KmockCluster  # noqa: E402
+from localhub import wait_for  # noqa: E402
 from realhub import RealHub  # noqa: E402
 
 K8S_VERSION = "1.33.0"
@@ -126,16 +126,6 @@ async def patch_status(cluster, path, status):
     async with cluster.emulator.patch(path, json={"status": status},
                                       headers={"Content-Type": "application/merge-patch+json"}) as r:
         r.raise_for_status()
-
-
-def wait_for(what, fn, timeout=60.0, every=0.2):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = fn()
-        if v:
-            return v
-        time.sleep(every)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def submit(hub, user, job, kind="training", gpus=1, workers=1):
