@@ -86,7 +86,7 @@ computehub simulate --trace sample --policy sjf --json
         "serve": ("hub_ext.app.ComputeHubService",
                   "Run the scheduler as a JupyterHub service (REST API, event stream, metrics, admin pages)."),
         "bench": ("hub_ext.cli_bench.BenchApp",
-                  "Run a benchmark from bench/ (scale, api, replay, slurm, spawn); options go to it."),
+                  "Run a benchmark from bench/ (scale, api, replay, replay-grid, slurm, spawn); options go to it."),
         "simulate": ("hub_ext.cli_simulate.SimulateApp",
                      "Replay a GPU cluster trace through the scheduler on a virtual clock and "
                      "print job completion times, queueing, utilisation and fairness."),
