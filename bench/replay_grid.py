@@ -171,12 +171,12 @@ def report(result: dict, settings, arms, variant: dict, wall: float) -> str:
                 lines.append(f"    {s} missed: " + "; ".join(r["missed"]))
     if "variant" in arms:
         lines.append("\nVariant / default, over every trace and setting (median and range of the ratios)")
+        base, var = result["arms"]["default"], result["arms"]["variant"]
+        pairs = [(base[s]["traces"][n], var[s]["traces"][n]) for s in base for n in base[s]["traces"]]
         for key, label in (("jct_avg_h", "average JCT"), ("jct_p99_h", "p99 JCT"),
                            ("gpu_utilisation", "GPU utilisation"), ("preemptions", "preemptions"),
                            ("lost_gpu_h", "GPU-h lost to preemption")):
-            ratios = [v[key] / d[key] for s in result["arms"]["default"]
-                      for d, v in ((result["arms"]["default"][s]["traces"][n], result["arms"]["variant"][s]["traces"][n])
-                                   for n in result["arms"]["default"][s]["traces"]) if d[key]]
+            ratios = [v[key] / d[key] for d, v in pairs if d[key]]
             if ratios:
                 lines.append(f"  {label:26s} median {statistics.median(ratios):.3f}  "
                              f"[{min(ratios):.3f} – {max(ratios):.3f}]")
