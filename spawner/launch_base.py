@@ -166,6 +166,11 @@ class LauncherBackend(LoggingConfigurable):
         """Start a crashed inference workload again (same placement). Default: ``start``."""
         return await self.start(workload)
 
+    async def cleanup(self, workload: dict) -> None:
+        """Work that ended by itself, once the service has heard how: remove what is left of
+        it (a platform's objects), so that nothing lingers and a requeued workload starts
+        afresh. Default: nothing (ended processes leave nothing)."""
+
     async def close(self) -> None:
         """The driver is shutting down (work keeps running unless the backend says otherwise)."""
 

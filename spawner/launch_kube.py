@@ -185,6 +185,19 @@ class KubeLauncher(LauncherBackend):
             except ApiException as e:
                 if e.status != 404:
                     raise
+        await self._delete_objects(workload)
+        self._log(workload, f"stopped: pods deleted with {grace_seconds:g} s grace")
+        return Ended(143, f"stopped (SIGTERM, {grace_seconds:g} s grace)", self.last_lines(workload))
+
+    async def cleanup(self, workload: dict) -> None:
+        """A Job that ended by itself is deleted with what belongs to it (its logs are saved):
+        its report token's Secret does not linger, and a job requeued after its node was lost
+        gets a fresh Job rather than the failed one (whose name it would otherwise meet)."""
+        await self._delete_objects(workload)
+
+    async def _delete_objects(self, workload: dict) -> None:
+        from kubernetes_asyncio.client.exceptions import ApiException
+        api = await self.api()
         for kind in KIND_API:
             group, what = KIND_API[kind]
             name = name_of(workload) + SUFFIXES.get(kind, "")
@@ -193,8 +206,6 @@ class KubeLauncher(LauncherBackend):
             except ApiException as e:
                 if e.status != 404:
                     raise
-        self._log(workload, f"stopped: pods deleted with {grace_seconds:g} s grace")
-        return Ended(143, f"stopped (SIGTERM, {grace_seconds:g} s grace)", self.last_lines(workload))
 
     async def adopt(self, workload: dict) -> bool:
         kind = "Deployment" if workload.get("kind") == "inference" else "Job"

@@ -293,6 +293,10 @@ class LauncherApp(Application):
         t.ended = ended
         await self.report(wid, state, exit_code=(ended.exit_code or 1) if ended.node_lost else ended.exit_code,
                           reason=reason, **extra)
+        try:        # before it is untracked: a requeued workload must not start on what is left
+            await self.backend.cleanup(w)
+        except Exception as e:      # what is left only lingers; the end is reported
+            self.log.warning("%s: could not remove what is left of it: %s", wid, e)
         # only now: a report that did not reach the service is made again at the next look
         self.tracked.pop(wid, None)
 

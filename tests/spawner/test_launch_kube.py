@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -65,27 +66,55 @@ NOTEBOOK_POD = {
 }
 
 
+GC = "emulated-garbage-collector"      # marks the deletes below, told apart from the launcher's
+
+
+def pod_deletes(kc, prefix: str) -> list:
+    """The launcher's DELETE requests for pods whose names start with ``prefix``."""
+    return kc.cluster.call(lambda: [rq for rq in kc.cluster.emulator
+                                    if rq.method == "DELETE" and rq.resource is not None
+                                    and rq.resource.plural == "pods" and (rq.name or "").startswith(prefix)
+                                    and rq.params.get("by") != GC])
+
+
 class JobController:
-    """Plays the job controller: one pod per completion index of each new Job."""
+    """Plays the job controller: one pod per completion index of each new Job, named as the
+    real one names them (``<job>-<index>-<random>``, here from the Job's uid); and the garbage
+    collector: a deleted Job's pods go too (propagation ``Background``)."""
 
     def __init__(self, cluster: KmockCluster):
-        self.cluster, self.seen = cluster, set()
+        self.cluster = cluster
+        self.seen: dict[str, list[tuple[str, str]]] = {}    # Job uid -> its pods (namespace, name)
 
     async def __call__(self):
+        live = set()
         for (res, ns, name), obj in list(self.cluster.emulator.objects.items()):
-            if res.plural != "jobs" or obj.deleted or obj.raw["metadata"]["uid"] in self.seen:
+            if res.plural != "jobs" or obj.deleted:
                 continue
-            job = obj.raw
-            self.seen.add(job["metadata"]["uid"])
-            tmpl = job["spec"]["template"]
-            for i in range(job["spec"].get("completions", 1)):
-                pod = {"apiVersion": "v1", "kind": "Pod",
-                       "metadata": {"name": f"{name}-{i}-x{i}", "namespace": ns,
-                                    "labels": dict(tmpl["metadata"]["labels"], **{"job-name": name}),
-                                    "annotations": {"batch.kubernetes.io/job-completion-index": str(i)}},
-                       "spec": dict(tmpl["spec"], hostname=f"{name}-{i}")}
-                async with self.cluster.emulator.post(f"/api/v1/namespaces/{ns}/pods", json=pod) as r:
-                    r.raise_for_status()
+            uid = obj.raw["metadata"]["uid"]
+            live.add(uid)
+            if uid not in self.seen:
+                self.seen[uid] = await self._pods_for(obj.raw, ns, name)
+        for uid in [u for u in self.seen if u not in live]:
+            for ns, pod in self.seen.pop(uid):
+                async with self.cluster.emulator.delete(f"/api/v1/namespaces/{ns}/pods/{pod}",
+                                                        params={"by": GC}) as r:
+                    if r.status != 404:
+                        r.raise_for_status()
+
+    async def _pods_for(self, job: dict, ns: str, name: str) -> list[tuple[str, str]]:
+        tmpl, made = job["spec"]["template"], []
+        for i in range(job["spec"].get("completions", 1)):
+            pod_name = f"{name}-{i}-{job['metadata']['uid'][:5]}"
+            pod = {"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": pod_name, "namespace": ns,
+                                "labels": dict(tmpl["metadata"]["labels"], **{"job-name": name}),
+                                "annotations": {"batch.kubernetes.io/job-completion-index": str(i)}},
+                   "spec": dict(tmpl["spec"], hostname=f"{name}-{i}")}
+            async with self.cluster.emulator.post(f"/api/v1/namespaces/{ns}/pods", json=pod) as r:
+                r.raise_for_status()
+            made.append((ns, pod_name))
+        return made
 
 
 @pytest.fixture(scope="module")
@@ -196,6 +225,10 @@ def test_training_job_runs_like_the_notebook_and_finishes(kc):
                                 {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}))
     done = wait_for("finished", lambda: state_is(kc, wid, "finished", "failed"))
     assert done["state"] == "finished" and done["exit_code"] == 0, done
+    # Once the service has heard the end, nothing is left behind: not the Job, not the Secret.
+    wait_for("the Job and its Secret deleted", lambda: not [
+        o for plural in ("jobs", "secrets") for o in kc.cluster.objects(plural, NS)
+        if o["metadata"]["labels"].get("computehub/workload") == wid])
 
 
 def test_two_worker_job_is_indexed_with_a_headless_service_and_can_fail(kc):
@@ -247,9 +280,7 @@ def test_cancel_deletes_pods_with_grace_then_the_objects(kc):
     assert r.status_code == 200, r.text
     wait_for("the pod deleted", lambda: one(kc, "pods", wid) is None and one(kc, "jobs", wid) is None)
     wait_for("its report token's Secret deleted too", lambda: one(kc, "secrets", wid) is None, timeout=10)
-    deletes = kc.cluster.call(lambda: [rq for rq in kc.cluster.emulator
-                                       if rq.method == "DELETE" and rq.resource is not None
-                                       and rq.resource.plural == "pods" and (rq.name or "").startswith(f"ch-{wid}")])
+    deletes = pod_deletes(kc, f"ch-{wid}")
     assert deletes and all(rq.params.get("gracePeriodSeconds") == "7" for rq in deletes), \
         [rq.params for rq in deletes]
     assert state_is(kc, wid, "cancelled")
@@ -268,9 +299,7 @@ def test_preemption_is_sigterm_with_the_grace_then_a_rerun(kc):
     urgent = submit(kc, "alice", {"command": ["python", "urgent.py"]}, gpus=4)
     uid = urgent["id"]
     wait_for("the urgent job to run", lambda: state_is(kc, uid, "running"), 90)
-    deletes = kc.cluster.call(lambda: [rq for rq in kc.cluster.emulator
-                                       if rq.method == "DELETE" and rq.resource is not None
-                                       and rq.resource.plural == "pods" and (rq.name or "").startswith(f"ch-{vid}")])
+    deletes = pod_deletes(kc, f"ch-{vid}")
     assert len(deletes) >= 2 and all(rq.params.get("gracePeriodSeconds") == "13" for rq in deletes), \
         [rq.params for rq in deletes]
     assert get(kc, vid)["preemptions"] >= 1
@@ -360,6 +389,13 @@ def test_a_lost_node_requeues_the_job_by_its_class(kc):
     assert "DisruptionTarget" in next(e for e in events if e["kind"] == "node_lost")["reason"]
     again = wait_for("running again", lambda: state_is(kc, wid, "running"))
     assert again["id"] == wid
+    # ... as a fresh Job: the failed one was deleted once its end was reported, so the new run
+    # is not taken for lost again (before, it met the failed Job's name and was requeued for ever).
+    fresh = wait_for("the new Job", lambda: one(kc, "jobs", wid))
+    assert not (fresh.get("status") or {}).get("conditions"), fresh
+    time.sleep(2.0)         # several of the launcher's looks at it
+    kinds = [e["kind"] for e in kc.call("GET", f"/audit?workload={wid}", kc.tokens["ada"]).json()["events"]]
+    assert kinds.count("node_lost") == 1 and state_is(kc, wid, "running"), kinds
     assert kc.call("DELETE", f"/workloads/{wid}", kc.tokens["alice"]).status_code == 200
 
 
