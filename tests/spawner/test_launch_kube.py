@@ -4,8 +4,9 @@ Real: JupyterHub + proxy + the ComputeHub service, and the launcher driver
 (computehub-launcher, the hub's managed service) with the KubeLauncher backend,
 talking HTTP to the Kubernetes API through a kubeconfig. Emulated: the
 Kubernetes API (kmock, tests/spawner/kmock_cluster.py), and the controllers
-and kubelet: the test creates a Job's pods (as the job controller would) and
-sets Job and Deployment status; the GPU nodes are declared ("kube-gpu-1",
+and kubelet: tests/spawner/kube_controllers.py creates a Job's pods and deletes
+a deleted Job's pods (as the job controller and garbage collector would), and
+the tests set Job and Deployment status; the GPU nodes are declared ("kube-gpu-1",
 "kube-gpu-2", 4 A100 each). Every manifest the launcher creates passes
 kubernetes-validate --strict for a pinned, bundled Kubernetes version.
 """
@@ -24,6 +25,7 @@ from kubernetes_validate.utils import all_versions, validate
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub_ext"))
 from kmock_cluster import KmockCluster  # noqa: E402
+from kube_controllers import GC, JobController  # noqa: E402
 from localhub import wait_for  # noqa: E402
 from realhub import RealHub  # noqa: E402
 
@@ -66,55 +68,12 @@ NOTEBOOK_POD = {
 }
 
 
-GC = "emulated-garbage-collector"      # marks the deletes below, told apart from the launcher's
-
-
 def pod_deletes(kc, prefix: str) -> list:
     """The launcher's DELETE requests for pods whose names start with ``prefix``."""
     return kc.cluster.call(lambda: [rq for rq in kc.cluster.emulator
                                     if rq.method == "DELETE" and rq.resource is not None
                                     and rq.resource.plural == "pods" and (rq.name or "").startswith(prefix)
                                     and rq.params.get("by") != GC])
-
-
-class JobController:
-    """Plays the job controller: one pod per completion index of each new Job, named as the
-    real one names them (``<job>-<index>-<random>``, here from the Job's uid); and the garbage
-    collector: a deleted Job's pods go too (propagation ``Background``)."""
-
-    def __init__(self, cluster: KmockCluster):
-        self.cluster = cluster
-        self.seen: dict[str, list[tuple[str, str]]] = {}    # Job uid -> its pods (namespace, name)
-
-    async def __call__(self):
-        live = set()
-        for (res, ns, name), obj in list(self.cluster.emulator.objects.items()):
-            if res.plural != "jobs" or obj.deleted:
-                continue
-            uid = obj.raw["metadata"]["uid"]
-            live.add(uid)
-            if uid not in self.seen:
-                self.seen[uid] = await self._pods_for(obj.raw, ns, name)
-        for uid in [u for u in self.seen if u not in live]:
-            for ns, pod in self.seen.pop(uid):
-                async with self.cluster.emulator.delete(f"/api/v1/namespaces/{ns}/pods/{pod}",
-                                                        params={"by": GC}) as r:
-                    if r.status != 404:
-                        r.raise_for_status()
-
-    async def _pods_for(self, job: dict, ns: str, name: str) -> list[tuple[str, str]]:
-        tmpl, made = job["spec"]["template"], []
-        for i in range(job["spec"].get("completions", 1)):
-            pod_name = f"{name}-{i}-{job['metadata']['uid'][:5]}"
-            pod = {"apiVersion": "v1", "kind": "Pod",
-                   "metadata": {"name": pod_name, "namespace": ns,
-                                "labels": dict(tmpl["metadata"]["labels"], **{"job-name": name}),
-                                "annotations": {"batch.kubernetes.io/job-completion-index": str(i)}},
-                   "spec": dict(tmpl["spec"], hostname=f"{name}-{i}")}
-            async with self.cluster.emulator.post(f"/api/v1/namespaces/{ns}/pods", json=pod) as r:
-                r.raise_for_status()
-            made.append((ns, pod_name))
-        return made
 
 
 @pytest.fixture(scope="module")
