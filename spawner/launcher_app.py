@@ -28,6 +28,7 @@ from .service_client import ServiceClient, ServiceError
 
 HOLDING = ("admitted", "running", "preempting")
 REASON_MAX = 2000
+MTIME_TICK = 1.0    # seconds a file's time may lag time.time() (coarse file-system clocks, NFS)
 
 
 @dataclass
@@ -300,10 +301,22 @@ class LauncherApp(Application):
         # only now: a report that did not reach the service is made again at the next look
         self.tracked.pop(wid, None)
 
+    async def _saved_before_stop(self, t: Tracked) -> float | None:
+        if not self.report_checkpoints:
+            return None
+        try:
+            return await self.backend.last_checkpoint(t.workload)
+        except Exception as e:          # not knowing only makes the check after the stop coarser
+            self.log.warning("%s: could not read its checkpoints before stopping it: %s", t.workload["id"], e)
+            return None
+
     async def halt(self, wid: str, t: Tracked, grace: float, report: str | None, reason: str = "") -> None:
         """Stop a workload's processes and (optionally) report how it ended."""
         self.stopping_ids.add(wid)
         try:
+            # What it had saved before it is told to stop: a newer save after is one it made on stop.
+            # (Not told's time: file times come from a coarse clock, a tick behind time.time().)
+            before = await self._saved_before_stop(t) if report == "stopped" else None
             told = time.time()
             try:
                 ended = await self.backend.stop(t.workload, grace)
@@ -314,7 +327,8 @@ class LauncherApp(Application):
             self.log.info("%s: stopped (%s)", wid, report or "no longer held by the service")
             if report == "stopped":
                 saved = ended.checkpoint if ended else None
-                if self.report_checkpoints and saved is not None and saved >= told:
+                if self.report_checkpoints and saved is not None \
+                        and (saved > before if before is not None else saved >= told - MTIME_TICK):
                     # It saved when told to stop: from now on a preemption loses only its restart.
                     await self._report_saved(wid, saved, on_stop=True)
                 await self.report(wid, "stopped")
