@@ -21,6 +21,7 @@ from .options import check_pod, toleration_key
 SCRIPT_DIR = "/computehub/script"
 JOB_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 SUFFIXES = {"ConfigMap": "-script", "Secret": "-report"}     # names of a workload's other objects
+RUN_ANNOTATION = "computehub/run"     # which run of the workload made an object (its admission time)
 
 
 @dataclass
@@ -88,8 +89,15 @@ def labels_of(workload: dict) -> dict:
             "app.kubernetes.io/managed-by": "computehub-launcher"}
 
 
-def _meta(name: str, s: Settings, labels: dict) -> dict:
-    return {"name": name, "namespace": s.namespace, "labels": {k: v for k, v in labels.items() if v}}
+def run_of(workload: dict) -> str:
+    """The run a workload is on: its admission time (a requeued workload is admitted again)."""
+    at = workload.get("admitted_at")
+    return f"{float(at):.6f}" if at is not None else ""
+
+
+def _meta(name: str, s: Settings, labels: dict, workload: dict) -> dict:
+    return {"name": name, "namespace": s.namespace, "labels": {k: v for k, v in labels.items() if v},
+            "annotations": {RUN_ANNOTATION: run_of(workload)}}
 
 
 def placement_nodes(workload: dict) -> list[str]:
@@ -161,7 +169,7 @@ def script_configmap(workload: dict, job: Job, s: Settings) -> dict | None:
     if job.script is None:
         return None
     return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": _meta(name_of(workload) + SUFFIXES["ConfigMap"], s, labels_of(workload)),
+            "metadata": _meta(name_of(workload) + SUFFIXES["ConfigMap"], s, labels_of(workload), workload),
             "data": {"script.py": job.script}}
 
 
@@ -171,7 +179,7 @@ def report_secret(workload: dict, s: Settings) -> dict | None:
     if not workload.get("report_token"):
         return None
     return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": _meta(name_of(workload) + SUFFIXES["Secret"], s, labels_of(workload)),
+            "metadata": _meta(name_of(workload) + SUFFIXES["Secret"], s, labels_of(workload), workload),
             "stringData": {"token": workload["report_token"]}}
 
 
@@ -194,11 +202,11 @@ def training_manifests(workload: dict, job: Job, t: Template, s: Settings) -> li
     out = _extras(workload, job, s)
     if n > 1:
         pod_spec["subdomain"] = name
-        out.append({"apiVersion": "v1", "kind": "Service", "metadata": _meta(name, s, labels),
+        out.append({"apiVersion": "v1", "kind": "Service", "metadata": _meta(name, s, labels, workload),
                     "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,
                              "selector": {LABEL_PREFIX + "workload": labels[LABEL_PREFIX + "workload"]},
                              "ports": [{"name": "master", "port": s.master_port, "targetPort": s.master_port}]}})
-    out.append({"apiVersion": "batch/v1", "kind": "Job", "metadata": _meta(name, s, labels),
+    out.append({"apiVersion": "batch/v1", "kind": "Job", "metadata": _meta(name, s, labels, workload),
                 "spec": {"completionMode": "Indexed", "completions": n, "parallelism": n, "backoffLimit": 0,
                          # A pod disrupted (its node lost, evicted) fails the Job at once with this rule,
                          # which the launcher reads as "node lost": the service requeues it elsewhere
@@ -224,10 +232,10 @@ def inference_manifests(workload: dict, job: Job, t: Template, s: Settings) -> l
     c["readinessProbe"] = {"tcpSocket": {"port": port}, "periodSeconds": 5, "failureThreshold": 3}
     selector = {LABEL_PREFIX + "workload": labels[LABEL_PREFIX + "workload"]}
     out = _extras(workload, job, s)
-    out.append({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta(name, s, labels),
+    out.append({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta(name, s, labels, workload),
                 "spec": {"replicas": int(workload.get("workers") or 1), "selector": {"matchLabels": selector},
                          "template": {"metadata": {"labels": labels}, "spec": pod_spec}}})
-    out.append({"apiVersion": "v1", "kind": "Service", "metadata": _meta(name, s, labels),
+    out.append({"apiVersion": "v1", "kind": "Service", "metadata": _meta(name, s, labels, workload),
                 "spec": {"selector": selector, "ports": [{"name": "http", "port": 80, "targetPort": port}]}})
     return out
 

@@ -34,6 +34,12 @@ MAX_ARGS = 1000
 MAX_SCRIPT = 512 * 1024
 
 
+class StartLater(Exception):
+    """The workload cannot be started yet, for a reason that passes by itself (what an earlier
+    run left is still going away). The driver leaves it admitted and tries again at its next
+    look; nothing is reported."""
+
+
 class LaunchError(Exception):
     """The workload cannot be started as asked (a bad job description, a refused working
     directory, a user that may not run here). The driver reports it ``failed`` with this

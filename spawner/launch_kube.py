@@ -22,14 +22,15 @@ import os
 from traitlets import Dict, Integer, Unicode, default
 
 from .kube import LABEL_PREFIX, label_value
-from .kube_manifests import (SUFFIXES, Settings, describe, endpoint_of, inference_manifests, name_of,
-                             placement_nodes, template_from, training_manifests)
-from .launch_base import Ended, LaunchError, LauncherBackend, job_of
+from .kube_manifests import (RUN_ANNOTATION, SUFFIXES, Settings, describe, endpoint_of, inference_manifests,
+                             name_of, placement_nodes, run_of, template_from, training_manifests)
+from .launch_base import Ended, LaunchError, LauncherBackend, StartLater, job_of
 from .options import OptionsError
 
 KIND_API = {"Job": ("batch", "namespaced_job"), "Deployment": ("apps", "namespaced_deployment"),
             "Service": ("core", "namespaced_service"), "ConfigMap": ("core", "namespaced_config_map"),
             "Secret": ("core", "namespaced_secret")}
+REPLACE_WAIT = 30.0     # seconds a start waits for an earlier run's objects to go before trying later
 
 
 class KubeLauncher(LauncherBackend):
@@ -111,22 +112,27 @@ class KubeLauncher(LauncherBackend):
         except OptionsError as e:
             raise LaunchError(str(e)) from None
 
-    async def _create(self, manifest: dict) -> None:
+    async def _create(self, manifest: dict) -> bool:
+        """Create one object: True, or False when one of that name is there already."""
         from kubernetes_asyncio.client.exceptions import ApiException
         group, what = KIND_API[manifest["kind"]]
         api = (await self.api())[group]
         try:
             await getattr(api, f"create_{what}")(self.namespace, manifest)
         except ApiException as e:
-            if e.status != 409:          # already there: a start retried after a launcher restart
-                raise LaunchError(f"Kubernetes refused the {manifest['kind']} {manifest['metadata']['name']}: "
-                                  f"{e.status} {e.reason}") from None
+            if e.status == 409:
+                return False
+            raise LaunchError(f"Kubernetes refused the {manifest['kind']} {manifest['metadata']['name']}: "
+                              f"{e.status} {e.reason}") from None
+        return True
 
     async def start(self, workload: dict) -> dict:
         notebook = await self.notebook_pod(workload["user"])
         objs = self.manifests(workload, notebook)
+        main = next(m for m in objs if m["kind"] in ("Job", "Deployment"))
         for m in objs:
-            await self._create(m)
+            if not await self._create(m) and m is main:
+                await self._replace_earlier_run(workload, objs, main)
         kinds = ", ".join(f"{m['kind']} {m['metadata']['name']}" for m in objs)
         nodes = ",".join(placement_nodes(workload)) or "?"
         pod = next(m for m in objs if m["kind"] in ("Job", "Deployment"))["spec"]["template"]["spec"]
@@ -134,6 +140,28 @@ class KubeLauncher(LauncherBackend):
                             f"{describe(pod['containers'][0]['command'])}")
         return {"node": nodes, "message": f"{kinds} on {nodes}"
                 + (f" (like {notebook['metadata']['name']})" if notebook else " (default image)")}
+
+    async def _replace_earlier_run(self, workload: dict, objs: list[dict], main: dict) -> None:
+        """The workload's Job (Deployment) is there already. Made by this run (a start retried
+        after a launcher restart), it is kept. Made by an earlier run whose removal failed (the
+        API was down when it ended), it would be read as this run, ended: so what that run left
+        is deleted and this run's objects are made again; if the old objects take longer than
+        ``REPLACE_WAIT`` to go, the start is tried again at a later look (``StartLater``)."""
+        kind, name = main["kind"], main["metadata"]["name"]
+        there = await self._read(kind, workload)
+        if there is not None and ((there.metadata.annotations or {}).get(RUN_ANNOTATION) == run_of(workload)):
+            return
+        if there is not None:
+            self._log(workload, f"an earlier run's {kind} {name} was still there: replaced")
+            await self._delete_objects(workload)
+            deadline = asyncio.get_running_loop().time() + REPLACE_WAIT
+            while await self._read(kind, workload) is not None:
+                if asyncio.get_running_loop().time() > deadline:
+                    raise StartLater(f"an earlier run's {kind} {name} is still being deleted")
+                await asyncio.sleep(0.5)
+        for m in objs:
+            if not await self._create(m) and m is main:
+                raise StartLater(f"an earlier run's {kind} {name} came back while it was replaced")
 
     async def _read(self, kind: str, workload: dict):
         from kubernetes_asyncio.client.exceptions import ApiException

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from traitlets import Bool, Float, Instance, Integer, List, Type, Unicode, default
 from traitlets.config import Application
 
-from .launch_base import Ended, LaunchError, LauncherBackend
+from .launch_base import Ended, LaunchError, LauncherBackend, StartLater
 from .launch_local import LocalLauncher
 from .report_batch import ReportBatcher
 from .service_client import ServiceClient, ServiceError
@@ -243,6 +243,10 @@ class LauncherApp(Application):
         wid = w["id"]
         try:
             notes = await self.backend.start(w)
+        except StartLater as e:
+            self.tracked.pop(wid, None)             # still admitted: the next look starts it again
+            self.log.info("%s: not started yet: %s", wid, e)
+            return
         except LaunchError as e:
             self.tracked.pop(wid, None)
             self.log.info("%s: refused: %s", wid, e)

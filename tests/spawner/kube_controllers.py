@@ -1,7 +1,8 @@
 """Stand-ins for what a cluster runs beside its API server, for tests against the emulated
 Kubernetes API (kmock_cluster.py), which has no controllers: the job controller (one pod per
 completion index of each new Job, named as the real one names them) and the garbage
-collector (a deleted Job's pods go too, as with propagation ``Background``)."""
+collector (a deleted Job's pods go too, as with propagation ``Background``); and what a test
+writes as those controllers and the kubelet would (``create``, ``patch_status``)."""
 
 from __future__ import annotations
 
@@ -48,3 +49,25 @@ class JobController:
                 r.raise_for_status()
             made.append((ns, pod_name))
         return made
+
+
+async def create(cluster: KmockCluster, path: str, body: dict) -> None:
+    """POST an object to the emulated API (``path``: its collection, e.g. /api/v1/namespaces/x/pods)."""
+    async with cluster.emulator.post(path, json=body) as r:
+        r.raise_for_status()
+
+
+async def patch_status(cluster: KmockCluster, path: str, status: dict) -> None:
+    """Write an object's status as its controller would (a merge patch of ``path``/status)."""
+    async with cluster.emulator.patch(path, json={"status": status},
+                                      headers={"Content-Type": "application/merge-patch+json"}) as r:
+        r.raise_for_status()
+
+
+def pod_deletes(cluster: KmockCluster, prefix: str) -> list:
+    """The DELETE requests for pods whose names start with ``prefix``, but the emulated garbage
+    collector's: those the launcher made."""
+    return cluster.call(lambda: [rq for rq in cluster.emulator
+                                 if rq.method == "DELETE" and rq.resource is not None
+                                 and rq.resource.plural == "pods" and (rq.name or "").startswith(prefix)
+                                 and rq.params.get("by") != GC])

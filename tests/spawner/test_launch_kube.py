@@ -25,7 +25,7 @@ from kubernetes_validate.utils import all_versions, validate
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub_ext"))
 from kmock_cluster import KmockCluster  # noqa: E402
-from kube_controllers import GC, JobController  # noqa: E402
+from kube_controllers import JobController, create, patch_status, pod_deletes  # noqa: E402
 from localhub import wait_for  # noqa: E402
 from realhub import RealHub  # noqa: E402
 
@@ -68,14 +68,6 @@ NOTEBOOK_POD = {
 }
 
 
-def pod_deletes(kc, prefix: str) -> list:
-    """The launcher's DELETE requests for pods whose names start with ``prefix``."""
-    return kc.cluster.call(lambda: [rq for rq in kc.cluster.emulator
-                                    if rq.method == "DELETE" and rq.resource is not None
-                                    and rq.resource.plural == "pods" and (rq.name or "").startswith(prefix)
-                                    and rq.params.get("by") != GC])
-
-
 @pytest.fixture(scope="module")
 def kc(tmp_path_factory):
     d = tmp_path_factory.mktemp("kube-launch")
@@ -86,7 +78,7 @@ def kc(tmp_path_factory):
                   configure_kwargs="launcher=True")
     hub.cluster = cluster
     try:
-        cluster.run(create("pods", NOTEBOOK_POD, cluster))
+        cluster.run(create(cluster, f"/api/v1/namespaces/{NS}/pods", NOTEBOOK_POD))
         hub.start()
         yield hub
     finally:
@@ -103,17 +95,6 @@ def nothing_left_running(kc):
     assert r.status_code == 200, r.text
     for w in r.json()["workloads"]:
         kc.call("DELETE", f"/workloads/{w['id']}", kc.tokens["ada"])
-
-
-async def create(plural, body, cluster):
-    async with cluster.emulator.post(f"/api/v1/namespaces/{NS}/{plural}", json=body) as r:
-        r.raise_for_status()
-
-
-async def patch_status(cluster, path, status):
-    async with cluster.emulator.patch(path, json={"status": status},
-                                      headers={"Content-Type": "application/merge-patch+json"}) as r:
-        r.raise_for_status()
 
 
 def submit(hub, user, job, kind="training", gpus=1, workers=1):
@@ -239,7 +220,7 @@ def test_cancel_deletes_pods_with_grace_then_the_objects(kc):
     assert r.status_code == 200, r.text
     wait_for("the pod deleted", lambda: one(kc, "pods", wid) is None and one(kc, "jobs", wid) is None)
     wait_for("its report token's Secret deleted too", lambda: one(kc, "secrets", wid) is None, timeout=10)
-    deletes = pod_deletes(kc, f"ch-{wid}")
+    deletes = pod_deletes(kc.cluster, f"ch-{wid}")
     assert deletes and all(rq.params.get("gracePeriodSeconds") == "7" for rq in deletes), \
         [rq.params for rq in deletes]
     assert state_is(kc, wid, "cancelled")
@@ -258,7 +239,7 @@ def test_preemption_is_sigterm_with_the_grace_then_a_rerun(kc):
     urgent = submit(kc, "alice", {"command": ["python", "urgent.py"]}, gpus=4)
     uid = urgent["id"]
     wait_for("the urgent job to run", lambda: state_is(kc, uid, "running"), 90)
-    deletes = pod_deletes(kc, f"ch-{vid}")
+    deletes = pod_deletes(kc.cluster, f"ch-{vid}")
     assert len(deletes) >= 2 and all(rq.params.get("gracePeriodSeconds") == "13" for rq in deletes), \
         [rq.params for rq in deletes]
     assert get(kc, vid)["preemptions"] >= 1
@@ -355,6 +336,37 @@ def test_a_lost_node_requeues_the_job_by_its_class(kc):
     time.sleep(2.0)         # several of the launcher's looks at it
     kinds = [e["kind"] for e in kc.call("GET", f"/audit?workload={wid}", kc.tokens["ada"]).json()["events"]]
     assert kinds.count("node_lost") == 1 and state_is(kc, wid, "running"), kinds
+    assert kc.call("DELETE", f"/workloads/{wid}", kc.tokens["alice"]).status_code == 200
+
+
+def test_an_earlier_runs_job_left_behind_is_replaced_not_read_as_this_run(kc):
+    """A Job an earlier run left (its removal failed: the API was down when it ended) has the
+    workload's name: this run's start meets it (409). It is replaced, not read as this run
+    ended (which, for a Job failed by a lost node, requeued the workload again and again)."""
+    blocker = submit(kc, "alice", {"command": ["sleep", "infinity"]}, gpus=4, workers=2)
+    wait_for("the blocker running", lambda: state_is(kc, blocker["id"], "running"))
+    wid = submit(kc, "alice", {"command": ["python", "train.py"]}, gpus=1)["id"]
+    assert state_is(kc, wid, "pending")
+    jobs = f"/apis/batch/v1/namespaces/{NS}/jobs"
+    kc.cluster.run(create(kc.cluster, jobs, {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": f"ch-{wid}", "labels": {"computehub/workload": wid},
+                     "annotations": {"computehub/run": "1.000000"}},
+        "spec": {"completions": 1, "template": {
+            "metadata": {"labels": {"computehub/workload": wid}},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "job", "image": "x"}]}}}}))
+    kc.cluster.run(patch_status(kc.cluster, f"{jobs}/ch-{wid}/status", {"failed": 1, "conditions": [
+        {"type": "Failed", "status": "True", "reason": "PodFailurePolicy", "message": "... DisruptionTarget ..."}]}))
+    assert kc.call("DELETE", f"/workloads/{blocker['id']}", kc.tokens["alice"]).status_code == 200
+    w = wait_for("running", lambda: state_is(kc, wid, "running"))
+    fresh = wait_for("this run's Job", lambda: (j := one(kc, "jobs", wid))
+                     and j["metadata"]["annotations"]["computehub/run"] == f"{w['admitted_at']:.6f}" and j)
+    assert not (fresh.get("status") or {}).get("conditions"), fresh
+    time.sleep(2.0)         # several of the launcher's looks at it
+    kinds = [e["kind"] for e in kc.call("GET", f"/audit?workload={wid}", kc.tokens["ada"]).json()["events"]]
+    assert "node_lost" not in kinds and state_is(kc, wid, "running"), kinds
+    lines = kc.call("GET", f"/workloads/{wid}/logs", kc.tokens["alice"]).json()["lines"]
+    assert any(f"an earlier run's Job ch-{wid} was still there: replaced" in x for x in lines), lines
     assert kc.call("DELETE", f"/workloads/{wid}", kc.tokens["alice"]).status_code == 200
 
 
