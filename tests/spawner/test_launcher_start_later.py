@@ -1,0 +1,48 @@
+"""A backend's start put off (``StartLater``: what an earlier run left is still going away):
+the launcher reports nothing, forgets the workload so that its next look starts it again,
+and then starts it. The backend and the service are emulated (a list of the reports made);
+the Kubernetes case end to end is in tests/spawner/test_launch_kube.py."""
+
+from __future__ import annotations
+
+import asyncio
+
+from spawner.launch_base import LauncherBackend, StartLater
+from spawner.launcher_app import LauncherApp, Tracked
+
+
+class _SlowToClear(LauncherBackend):
+    def __init__(self):
+        super().__init__()
+        self.tries = 0
+
+    async def start(self, workload):
+        self.tries += 1
+        if self.tries == 1:
+            raise StartLater("an earlier run's Job ch-w1 is still being deleted")
+        return {"message": "started"}
+
+
+def test_a_start_put_off_is_tried_again_and_never_reported_failed():
+    app = LauncherApp(computehub_url="http://127.0.0.1:9/services/computehub", token="t", config_file="")
+    app.initialize([])
+    app.backend = _SlowToClear()
+    made = []
+
+    async def report(wid, state, **extra):
+        made.append(state)
+        return {}
+
+    app.report = report
+    w = {"id": "w1", "kind": "training", "state": "admitted"}
+
+    async def looks():
+        app.tracked["w1"] = Tracked(w, busy=True)        # as a look does before it launches
+        await app.launch(w)
+        assert "w1" not in app.tracked and made == []      # put off: the next look starts it
+        app.tracked["w1"] = Tracked(w, busy=True)
+        await app.launch(w)
+
+    asyncio.run(looks())
+    assert app.backend.tries == 2 and made == ["running"]
+    assert app.tracked["w1"].busy is False
