@@ -79,6 +79,15 @@ class EngineConfig(Configurable):
         guarantee and moves do not wait. In trace replay it cut the GPU-hours lost to
         preemption by up to half (bench/HISTORY.md). Work that declares no checkpoints is
         swapped whenever it qualifies.""")
+    preemption_delay = Float(
+        0.0, min=0.0, config=True,
+        help="""Seconds pending work that its team is not owed (beyond its queue's guarantee, or a
+        swap for shorter work inside the team) waits, counted from its submission, before it
+        may preempt or move running work: GPUs that free up by themselves meanwhile spare a
+        preemption, like YuniKorn's preemption.delay. Work within its queue's guarantee
+        reclaims at once, as always: delayed, it found the borrowers it could have taken gone
+        and fresh ones protected by preempt_after, and waited past the guarantee's promise
+        (bench/HISTORY.md, with what 300 s changed in trace replay). 0 = at once.""")
     half_life = Float(
         86400.0, config=True,
         help="""Half-life of past usage in fair share, in seconds (Slurm's PriorityDecayHalfLife,

@@ -167,3 +167,34 @@ def test_one_node_work_reclaims_a_gang_only_when_no_node_clears_without_one(smal
     else:
         assert [v.id for v, _ in res.preempted] == [gang.id]
         assert all(w.state == ADMITTED for w in small)
+
+
+def test_preemption_delay_never_delays_reclaim_for_a_guarantee():
+    """EngineConfig.preemption_delay holds back only work its team is not owed: owed work
+    reclaims borrowed GPUs at once, as without it."""
+    s = cluster(nodes=1, gpus=8, preemption_delay=3600)     # a and b guaranteed 4 each
+    b1, b2 = job(s, "b", user="bob", gpus=4, now=0), job(s, "b", user="bob", gpus=4, now=0)
+    s.cycle(now=0)
+    owed = job(s, "a", gpus=4, now=1000)
+    res = s.cycle(now=1000)
+    assert [v.id for v, _ in res.preempted] in ([b1.id], [b2.id]) and owed.state == ADMITTED
+
+
+def test_preemption_delay_gives_gpus_time_to_free_up_before_a_swap_for_shorter_work():
+    """A swap for shorter work (not owed: the team already uses its guarantee) waits
+    ``preemption_delay`` from the short job's submission; GPUs that free up meanwhile spare it."""
+    for ends_by_itself in (False, True):
+        s = cluster(nodes=1, gpus=4, queues=[{"name": "a", "guaranteed": {"gpu": 4}}], preemption_delay=600)
+        long = job(s, "a", gpus=4, time_limit=100 * 3600, now=0)
+        s.cycle(now=0)
+        short = job(s, "a", gpus=4, time_limit=3600, now=5000)
+        res = s.cycle(now=5000)
+        assert res.preempted == [] and short.state == PENDING and res.wake_at == 5600   # replay looks again then
+        if ends_by_itself:
+            s.mark_finished(long.id, now=5300)
+            res = s.cycle(now=5300)
+            assert res.preempted == [] and short.state == ADMITTED
+        else:
+            assert s.cycle(now=5599).preempted == [] and short.state == PENDING
+            res = s.cycle(now=5600)
+            assert [(v.id, by.id) for v, by in res.preempted] == [(long.id, short.id)] and short.state == ADMITTED
