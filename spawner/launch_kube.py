@@ -149,7 +149,7 @@ class KubeLauncher(LauncherBackend):
         ``REPLACE_WAIT`` to go, the start is tried again at a later look (``StartLater``)."""
         kind, name = main["kind"], main["metadata"]["name"]
         there = await self._read(kind, workload)
-        if there is not None and ((there.metadata.annotations or {}).get(RUN_ANNOTATION) == run_of(workload)):
+        if there is not None and _made_by(there) == run_of(workload):
             return
         if there is not None:
             self._log(workload, f"an earlier run's {kind} {name} was still there: replaced")
@@ -236,8 +236,12 @@ class KubeLauncher(LauncherBackend):
                     raise
 
     async def adopt(self, workload: dict) -> bool:
+        """Its Job (Deployment) is there and was made by this run: one an earlier run left is
+        not this run's (``start`` replaces it). One without the annotation, made by a launcher
+        from before it, is adopted, so that an upgrade keeps what runs."""
         kind = "Deployment" if workload.get("kind") == "inference" else "Job"
-        return await self._read(kind, workload) is not None
+        there = await self._read(kind, workload)
+        return there is not None and _made_by(there) in (None, run_of(workload))
 
     async def restart(self, workload: dict) -> dict:
         await self.stop(workload, 0)
@@ -270,3 +274,8 @@ class KubeLauncher(LauncherBackend):
                     f.write(text if text.endswith("\n") else text + "\n")
         except (ApiException, asyncio.TimeoutError, OSError, ValueError) as e:
             self._log(workload, f"pod logs not available: {getattr(e, 'status', '')} {getattr(e, 'reason', e)}")
+
+
+def _made_by(obj) -> str | None:
+    """The run that made an object read from the API (its ``computehub/run``), if it says."""
+    return ((obj.metadata.annotations if obj.metadata else None) or {}).get(RUN_ANNOTATION)

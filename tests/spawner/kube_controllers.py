@@ -71,3 +71,13 @@ def pod_deletes(cluster: KmockCluster, prefix: str) -> list:
                                  if rq.method == "DELETE" and rq.resource is not None
                                  and rq.resource.plural == "pods" and (rq.name or "").startswith(prefix)
                                  and rq.params.get("by") != GC])
+
+
+def bare_job(name: str, workload_id: str, annotations: dict | None = None) -> dict:
+    """A minimal Job of a workload, as something other than this launcher run left it."""
+    labels = {"computehub/workload": workload_id}
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "labels": labels, "annotations": annotations or {}},
+            "spec": {"completions": 1, "template": {
+                "metadata": {"labels": labels},
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "job", "image": "x"}]}}}}

@@ -25,7 +25,7 @@ from kubernetes_validate.utils import all_versions, validate
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub_ext"))
 from kmock_cluster import KmockCluster  # noqa: E402
-from kube_controllers import JobController, create, patch_status, pod_deletes  # noqa: E402
+from kube_controllers import JobController, bare_job, create, patch_status, pod_deletes  # noqa: E402
 from localhub import wait_for  # noqa: E402
 from realhub import RealHub  # noqa: E402
 
@@ -280,14 +280,15 @@ def test_inference_is_a_deployment_and_service_ready_when_its_probe_passes(kc):
 
 def test_a_restarted_launcher_adopts_what_runs(kc, tmp_path):
     """The backend alone (as a restarted launcher would use it): a fresh KubeLauncher finds the
-    Job another one created, and no longer after it was stopped."""
+    Job another one created, not for a later run of the workload, and no longer after it was
+    stopped."""
     import asyncio
 
     from spawner.launch_kube import KubeLauncher
 
     w = {"id": "w9999999", "user": "carol", "queue": "nlp", "kind": "training", "priority": "training",
          "workers": 1, "resources": {"gpu": 1}, "placement": [{"node": "kube-gpu-2", "gpus": [3]}],
-         "metadata": {"job": {"command": ["true"]}}}
+         "metadata": {"job": {"command": ["true"]}}, "admitted_at": 1000.0}
     kubeconfig = str(kc.dir / "kubeconfig")
 
     async def scenario():
@@ -296,14 +297,27 @@ def test_a_restarted_launcher_adopts_what_runs(kc, tmp_path):
         await first.close()
         second = KubeLauncher(namespace=NS, kubeconfig=kubeconfig, logs_dir=str(tmp_path))
         adopted, running = await second.adopt(w), await second.poll(w)
+        later_run = await second.adopt({**w, "admitted_at": 2000.0})    # requeued, admitted again
         await second.stop(w, 1)
         gone = await second.adopt(w)
         await second.close()
-        return notes, adopted, running, gone
+        return notes, adopted, running, later_run, gone
 
-    notes, adopted, running, gone = asyncio.run(scenario())
+    notes, adopted, running, later_run, gone = asyncio.run(scenario())
     assert notes["node"] == "kube-gpu-2" and "Job ch-w9999999" in notes["message"]
-    assert adopted is True and running is None and gone is False
+    assert adopted is True and running is None and later_run is False and gone is False
+    # A Job made by a launcher from before runs were marked is adopted: an upgrade keeps what runs.
+    kc.cluster.run(create(kc.cluster, f"/apis/batch/v1/namespaces/{NS}/jobs", bare_job("ch-w9999999", w["id"])))
+
+    async def legacy():
+        backend = KubeLauncher(namespace=NS, kubeconfig=kubeconfig, logs_dir=str(tmp_path))
+        try:
+            return await backend.adopt(w)
+        finally:
+            await backend.stop(w, 0)
+            await backend.close()
+
+    assert asyncio.run(legacy()) is True
     assert (tmp_path / "w9999999.log").read_text().startswith("[computehub] created Job ch-w9999999")
 
 
@@ -348,13 +362,7 @@ def test_an_earlier_runs_job_left_behind_is_replaced_not_read_as_this_run(kc):
     wid = submit(kc, "alice", {"command": ["python", "train.py"]}, gpus=1)["id"]
     assert state_is(kc, wid, "pending")
     jobs = f"/apis/batch/v1/namespaces/{NS}/jobs"
-    kc.cluster.run(create(kc.cluster, jobs, {
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": f"ch-{wid}", "labels": {"computehub/workload": wid},
-                     "annotations": {"computehub/run": "1.000000"}},
-        "spec": {"completions": 1, "template": {
-            "metadata": {"labels": {"computehub/workload": wid}},
-            "spec": {"restartPolicy": "Never", "containers": [{"name": "job", "image": "x"}]}}}}))
+    kc.cluster.run(create(kc.cluster, jobs, bare_job(f"ch-{wid}", wid, {"computehub/run": "1.000000"})))
     kc.cluster.run(patch_status(kc.cluster, f"{jobs}/ch-{wid}/status", {"failed": 1, "conditions": [
         {"type": "Failed", "status": "True", "reason": "PodFailurePolicy", "message": "... DisruptionTarget ..."}]}))
     assert kc.call("DELETE", f"/workloads/{blocker['id']}", kc.tokens["alice"]).status_code == 200
