@@ -135,7 +135,7 @@ class KubeLauncher(LauncherBackend):
                 await self._replace_earlier_run(workload, objs, main)
         kinds = ", ".join(f"{m['kind']} {m['metadata']['name']}" for m in objs)
         nodes = ",".join(placement_nodes(workload)) or "?"
-        pod = next(m for m in objs if m["kind"] in ("Job", "Deployment"))["spec"]["template"]["spec"]
+        pod = main["spec"]["template"]["spec"]
         self._log(workload, f"created {kinds} in {self.namespace} on {nodes}: "
                             f"{describe(pod['containers'][0]['command'])}")
         return {"node": nodes, "message": f"{kinds} on {nodes}"
