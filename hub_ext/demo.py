@@ -25,7 +25,16 @@ from .cli import Command, UsageError
 CHP_VERSION = "5.3.0"
 TEAMS = {"vision": ["alice", "bob"], "nlp": ["carol", "dave"]}
 ADMIN = "admin"
-PASSWORD = "demo"
+PASSWORD = "computehub-demo"     # every demo user's (SharedPasswordAuthenticator: 8 characters at least)
+ADMIN_PASSWORD_FILE = "admin_password"   # in the data folder: the admin's own, random (32+ characters)
+
+
+def secret_file(path: Path) -> str:
+    """A random secret kept in ``path`` (only this user may read it), made on first use."""
+    if not path.exists():
+        path.write_text(secrets.token_hex(24))
+        path.chmod(0o600)
+    return path.read_text().strip()
 
 
 def chp_path() -> Path:
@@ -99,11 +108,8 @@ class DemoApp(Command):
             c.ComputeHubService.prices = {"any": 2.0, "sim": 0.0}
             """) + self.launcher_config(data))
         groups = {g: {"users": us} for g, us in TEAMS.items()}
-        token_file = data / "spawner_token"
-        if not token_file.exists():
-            token_file.write_text(secrets.token_hex(24))
-            token_file.chmod(0o600)
-        spawner_token = token_file.read_text().strip()
+        spawner_token = secret_file(data / "spawner_token")
+        admin_password = secret_file(data / ADMIN_PASSWORD_FILE)
         cfg = data / "jupyterhub_config.py"
         cfg.write_text(textwrap.dedent(f"""
             # JupyterHub config for `computehub demo` (rewritten at every start).
@@ -116,8 +122,9 @@ class DemoApp(Command):
             c.JupyterHub.db_url = "sqlite:///jupyterhub.sqlite"
             c.JupyterHub.default_url = "/services/computehub/"   # land on ComputeHub after login
             c.JupyterHub.cookie_secret_file = "jupyterhub_cookie_secret"
-            c.JupyterHub.authenticator_class = "dummy"
-            c.DummyAuthenticator.password = {PASSWORD!r}
+            c.JupyterHub.authenticator_class = "shared-password"
+            c.SharedPasswordAuthenticator.user_password = {PASSWORD!r}
+            c.SharedPasswordAuthenticator.admin_password = {admin_password!r}
             c.Authenticator.allowed_users = {sorted(set(members) | {ADMIN})!r}
             c.Authenticator.admin_users = {{{ADMIN!r}}}
             c.JupyterHub.load_groups = {groups!r}
@@ -149,7 +156,8 @@ class DemoApp(Command):
         print(textwrap.dedent(f"""
             ComputeHub demo
             ---------------
-            Log in at {base}/hub/login   (password for everyone: {PASSWORD})
+            Log in at {base}/hub/login   (the users' password: {PASSWORD};
+              admin's: in {Path(self.data_dir) / ADMIN_PASSWORD_FILE})
               users: alice, bob (team vision; bob is its lead), carol, dave (team nlp), admin (ComputeHub admin)
             Then try:
               - Start My Server: a 1-GPU notebook; with the GPUs taken, the spawn page shows the queue

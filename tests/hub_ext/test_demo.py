@@ -50,11 +50,22 @@ def test_demo_runs_the_platform_and_stops_cleanly(tmp_path):
                 pass
             time.sleep(0.3)
         assert up, f"the service did not answer behind the proxy: {proc.poll()}"
-        # Log in as the demo admin through the hub's form and reach the service API.
+        # Log in as the demo admin through the hub's form and reach the service API. The admin has
+        # a random password of its own, kept in the data folder; the users' shared one is not it.
+        admin_password = (tmp_path / "demo" / "admin_password").read_text().strip()
+        assert len(admin_password) >= 32 and oct((tmp_path / "demo" / "admin_password").stat().st_mode)[-3:] == "600"
         s = requests.Session()
         s.get(base + "/hub/login", timeout=5)
-        r = s.post(base + "/hub/login", data={"username": "admin", "password": "demo",
+        r = s.post(base + "/hub/login", data={"username": "admin", "password": "computehub-demo",
                                                "_xsrf": s.cookies.get("_xsrf")}, timeout=10)
+        assert r.url.rstrip("/").endswith("/hub/login"), r.url     # refused: still the login form
+        r = s.post(base + "/hub/login", data={"username": "admin", "password": admin_password,
+                                               "_xsrf": s.cookies.get("_xsrf")}, timeout=10)
+        carol = requests.Session()          # a user logs in with the shared password the demo prints
+        carol.get(base + "/hub/login", timeout=5)
+        c = carol.post(base + "/hub/login", data={"username": "carol", "password": "computehub-demo",
+                                                  "_xsrf": carol.cookies.get("_xsrf")}, timeout=10)
+        assert c.status_code == 200 and c.url.rstrip("/").endswith("/services/computehub"), c.url
         # The demo lands users on ComputeHub's page after login (through the hub's OAuth).
         assert r.status_code == 200 and r.url.rstrip("/").endswith("/services/computehub"), r.url
         assert "admin" in r.text
@@ -91,6 +102,8 @@ def test_demo_runs_the_platform_and_stops_cleanly(tmp_path):
             raise
     text = out.decode()
     assert "Log in at http://127.0.0.1:" in text and re.search(r"users: alice, bob", text)
+    assert "the users' password: computehub-demo" in text and "admin_password" in text
+    assert "deprecated" not in text, [x for x in text.splitlines() if "deprecated" in x]
     assert proc.returncode is not None
     leftover = subprocess.run(["pgrep", "-f", f"hub_ext serve.*{tmp_path}"], capture_output=True, text=True)
     assert leftover.stdout.strip() == "", "the service outlived the demo"
