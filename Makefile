@@ -45,7 +45,7 @@ browser:
 	  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
 
 test: install postgres browser
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider --durations=15
 
 demo: install
 	$(VENV)/bin/computehub demo
