@@ -116,6 +116,8 @@ def estimate_start(sched, target: Workload, now: float,
     eng = Engine(clone, cfg)
     eng.fairshare.load(sched.engine.fairshare.time, sched.engine.fairshare.usage)
     t, first, woke = now, None, False
+    delay = cfg.preemption_delay
+    delay_ends = target.submitted_at + delay if delay else None    # it may preempt from then on
     for step in range(MAX_STEPS):
         res = eng.cycle(t)
         if step == 0:
@@ -126,6 +128,8 @@ def estimate_start(sched, target: Workload, now: float,
             swapped = [v for v, by in res.preempted if by is me and v.queue == me.queue]
             if t == now:
                 why = "now"
+            elif woke and t == delay_ends and res.preempted:
+                why = f"once it has waited {delay:g} s (the preemption delay), by preempting running work"
             elif woke and swapped:
                 why = (f"when {me.queue} workload {swapped[0].id}, which declares much more time left, "
                        "has saved its next checkpoint and gives way")
@@ -140,9 +144,10 @@ def estimate_start(sched, target: Workload, now: float,
         nxt = min(e for e, _ in ends)
         woke = res.wake_at is not None and t < res.wake_at < nxt
         if woke:
-            t = res.wake_at         # a swap waits for its victim's checkpoint, nothing ends first
-            for v in clone.holding.values():
-                preemption.assume_saved(v, clone.classes[v.priority], t)
+            t = res.wake_at         # a swap waits for its victim's checkpoint (or the delay), nothing ends first
+            if t != delay_ends:
+                for v in clone.holding.values():
+                    preemption.assume_saved(v, clone.classes[v.priority], t)
             continue
         t = nxt
         for e, v in ends:

@@ -190,6 +190,8 @@ def test_preemption_delay_gives_gpus_time_to_free_up_before_a_swap_for_shorter_w
         short = job(s, "a", gpus=4, time_limit=3600, now=5000)
         res = s.cycle(now=5000)
         assert res.preempted == [] and short.state == PENDING and res.wake_at == 5600   # replay looks again then
+        e = s.explain(short.id, now=5000)           # what its owner is told while it waits
+        assert e["eta"] == 5600 and e["eta_reason"].startswith("once it has waited 600 s (the preemption delay)"), e
         if ends_by_itself:
             s.mark_finished(long.id, now=5300)
             res = s.cycle(now=5300)
