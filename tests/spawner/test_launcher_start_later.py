@@ -6,9 +6,14 @@ the Kubernetes case end to end is in tests/spawner/test_launch_kube.py."""
 from __future__ import annotations
 
 import asyncio
+import sys
+from pathlib import Path
 
 from spawner.launch_base import LauncherBackend, StartLater
-from spawner.launcher_app import LauncherApp, Tracked
+from spawner.launcher_app import Tracked
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from launcher_alone import recording_launcher  # noqa: E402
 
 
 class _SlowToClear(LauncherBackend):
@@ -24,16 +29,7 @@ class _SlowToClear(LauncherBackend):
 
 
 def test_a_start_put_off_is_tried_again_and_never_reported_failed():
-    app = LauncherApp(computehub_url="http://127.0.0.1:9/services/computehub", token="t", config_file="")
-    app.initialize([])
-    app.backend = _SlowToClear()
-    made = []
-
-    async def report(wid, state, **extra):
-        made.append(state)
-        return {}
-
-    app.report = report
+    app, made = recording_launcher(_SlowToClear())
     w = {"id": "w1", "kind": "training", "state": "admitted"}
 
     async def looks():
@@ -44,5 +40,5 @@ def test_a_start_put_off_is_tried_again_and_never_reported_failed():
         await app.launch(w)
 
     asyncio.run(looks())
-    assert app.backend.tries == 2 and made == ["running"]
+    assert app.backend.tries == 2 and [state for state, _ in made] == ["running"]
     assert app.tracked["w1"].busy is False

@@ -8,10 +8,15 @@ before the moment the launcher told the job to stop, and still counts."""
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
+from pathlib import Path
 
 from spawner.launch_base import Ended, LauncherBackend
-from spawner.launcher_app import LauncherApp, Tracked
+from spawner.launcher_app import Tracked
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from launcher_alone import recording_launcher  # noqa: E402
 
 TICK = 0.004        # a 250 Hz kernel's tick
 
@@ -22,31 +27,21 @@ class _Job(LauncherBackend):
 
     def __init__(self, before, on_stop):
         super().__init__()
-        self.before, self.on_stop, self.told = before, on_stop, None
+        self.before, self.on_stop = before, on_stop
 
     async def last_checkpoint(self, workload):
         return self.before
 
     async def stop(self, workload, grace_seconds):
-        self.told = time.time()
-        return Ended(143, "stopped", checkpoint=self.on_stop(self.told))
+        return Ended(143, "stopped", checkpoint=self.on_stop(time.time()))
 
 
 def _halted(job: _Job) -> list[tuple]:
     """Preempt one running workload with ``job``'s backend: the reports made, in order."""
-    app = LauncherApp(computehub_url="http://127.0.0.1:9/services/computehub", token="t", config_file="")
-    app.initialize([])
-    app.backend = job
-    made = []
-
-    async def report(wid, state, **extra):
-        made.append((state, extra.get("on_stop", False)))
-        return {}
-
-    app.report = report
+    app, made = recording_launcher(job)
     w = {"id": "w1", "kind": "batch", "started_at": time.time() - 60}
     asyncio.run(app.halt("w1", Tracked(w, started=w["started_at"]), 1.0, report="stopped"))
-    return made
+    return [(state, extra.get("on_stop", False)) for state, extra in made]
 
 
 def test_a_save_stamped_a_tick_before_the_stop_is_a_save_on_stop():
