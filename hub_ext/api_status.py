@@ -16,7 +16,7 @@ from scheduler import NotFound, SchedulerError, ValidationError
 from . import views
 from .api_workloads import _OneWorkload
 from .base import APIError, BaseHandler
-from .report_tokens import bearer
+from .report_tokens import bearer, run_of
 
 NOTE_FIELDS = ("endpoint", "message", "ready", "node", "restarts")
 STATUS_STATES = ("running", "update", "checkpoint", "finished", "failed", "stopped", "idle")
@@ -158,7 +158,7 @@ class WorkloadCheckpointHandler(_OneWorkload):
     """``POST workloads/{id}/checkpoint`` (body ``{"at": UNIX time, "on_stop": bool}``, both
     optional): running work saved a checkpoint (``on_stop``: when told to stop, preempted).
     For the job itself: with its own report token (``$COMPUTEHUB_REPORT_TOKEN``, valid here
-    and for this workload only; see ``report_tokens``) or its owner's hub token (a launcher
+    and for this workload's current run only; see ``report_tokens``) or its owner's hub token (a launcher
     reports with ``"state": "checkpoint"`` instead). Preemption then knows what stopping it
     would lose."""
 
@@ -170,10 +170,14 @@ class WorkloadCheckpointHandler(_OneWorkload):
     async def post(self, workload_id):
         sched = self.service.sched
         if self._report_token is not None:
-            if not self.service.report_tokens.valid(self._report_token, workload_id):
-                raise APIError(403, "forbidden", f"this report token is not the one of workload {workload_id!r}; "
-                                                 "use the job's own $COMPUTEHUB_REPORT_TOKEN")
-            w = sched.get(workload_id)
+            try:
+                w = sched.get(workload_id)
+            except NotFound:
+                w = None        # refused like a wrong token: a token tells nothing of other work
+            if w is None or not self.service.report_tokens.valid(self._report_token, w.id, run_of(w.admitted_at)):
+                raise APIError(403, "forbidden", f"this report token is not the one of workload {workload_id!r} "
+                                                 "in its current run; use the job's own $COMPUTEHUB_REPORT_TOKEN "
+                                                 "(a token of an earlier run of it is void)")
         else:
             caller, w = self._visible(workload_id)
             self.require(caller.may_cancel(w), "report checkpoints of this workload")

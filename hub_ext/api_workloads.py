@@ -11,6 +11,7 @@ from scheduler.model import AWAITING_APPROVAL, HOLDING, KINDS, PENDING, TERMINAL
 
 from . import views
 from .base import APIError, BaseHandler
+from .report_tokens import run_of
 
 STATES = (AWAITING_APPROVAL, PENDING, *HOLDING, *TERMINAL)
 SUBMIT_FIELDS = {"name", "queue", "kind", "priority", "resources", "workers", "gpu_model", "time_limit",
@@ -60,9 +61,10 @@ class WorkloadsHandler(BaseHandler):
 def with_report_token(d: dict, w, caller, svc) -> dict:
     """The job's report token (``report_tokens``) for those who may act for it (its owner, the
     launchers and spawners) while it holds GPUs (admitted, running, being stopped): the
-    launcher hands it to the job. Pending work has none (lists of 10,000 stay as they were)."""
+    launcher hands it to the job. Good for this run only. Pending work has none (lists of
+    10,000 stay as they were)."""
     if w.state in HOLDING and caller.may_cancel(w):
-        d["report_token"] = svc.report_tokens.issue(w.id)
+        d["report_token"] = svc.report_tokens.issue(w.id, run_of(w.admitted_at))
     return d
 
 

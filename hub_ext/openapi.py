@@ -69,7 +69,8 @@ def document(version: str) -> dict:
             "securitySchemes": {"hubToken": {"type": "apiKey", "in": "header", "name": "Authorization"},
                                 "reportToken": {"type": "apiKey", "in": "header", "name": "Authorization",
                                                 "description": "token $COMPUTEHUB_REPORT_TOKEN: a job's own "
-                                                               "token, good only for its checkpoint reports"}},
+                                                               "token, good only for its checkpoint reports in "
+                                                               "its current run"}},
             "responses": {"Error": {"description": "An error", "content": {"application/json": {
                 "schema": {"$ref": "#/components/schemas/Error"}}}}},
             "schemas": {
@@ -105,8 +106,8 @@ def document(version: str) -> dict:
                                                               "checkpoint when preempted: a preemption loses "
                                                               "only its restart"},
                                             "report_token": {"type": "string", "description": "the job's token "
-                                                             "for its own checkpoint reports (to its owner and "
-                                                             "launchers, while it holds GPUs)"},
+                                                             "for its own checkpoint reports in this run (to its "
+                                                             "owner and launchers, while it holds GPUs)"},
                                             "explanation": {"$ref": "#/components/schemas/Explanation"}}},
                 "Explanation": {"type": "object", "description": "Why pending work waits and when it may start",
                                 "properties": {

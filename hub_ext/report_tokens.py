@@ -8,9 +8,12 @@ api/v1/workloads/{id}/checkpoint`` for that one workload. It lets nobody read, s
 cancel anything; a stolen one can at most claim that the job saved (which makes the job
 look cheaper to preempt).
 
-The token is an HMAC of the workload id under a secret the service keeps in its
-database (``meta`` table), so every replica and every restart of the service accepts
-the tokens it handed out before, and nothing per workload is stored.
+The token is an HMAC of the workload id and its run (``run_of``: its admission time, new
+each time it is admitted again after a preemption or a lost node) under a secret the service
+keeps in its database (``meta`` table), so every replica and every restart of the service
+accepts the tokens it handed out before, and nothing per workload is stored. A token dies
+with its run: a process left over from an earlier run, or a token read from an old job's
+environment, reports nothing for the run that holds the GPUs now.
 """
 
 from __future__ import annotations
@@ -34,25 +37,30 @@ def load_secret(store) -> bytes:
     return value.encode()
 
 
+def run_of(admitted_at: float | None) -> str:
+    """The run a workload is on, as tokens name it: its admission time ("" before any)."""
+    return f"{float(admitted_at):.6f}" if admitted_at is not None else ""
+
+
 class ReportTokens:
     def __init__(self, secret: bytes):
         self._secret = secret
-        self._issued: dict[str, str] = {}   # launchers list thousands of workloads a look
+        self._issued: dict[tuple[str, str], str] = {}   # launchers list thousands of workloads a look
 
-    def issue(self, workload_id: str) -> str:
-        token = self._issued.get(workload_id)
+    def issue(self, workload_id: str, run: str) -> str:
+        token = self._issued.get((workload_id, run))
         if token is None:
             if len(self._issued) >= 100_000:
                 self._issued.clear()
-            token = self._issued[workload_id] = self._token(workload_id)
+            token = self._issued[(workload_id, run)] = self._token(workload_id, run)
         return token
 
-    def valid(self, token: str, workload_id: str) -> bool:
+    def valid(self, token: str, workload_id: str, run: str) -> bool:
         # Not through issue's cache: any caller may name any id here.
-        return hmac.compare_digest(token.encode(), self._token(workload_id).encode())
+        return hmac.compare_digest(token.encode(), self._token(workload_id, run).encode())
 
-    def _token(self, workload_id: str) -> str:
-        mac = hmac.new(self._secret, b"checkpoint:" + workload_id.encode(), hashlib.sha256)
+    def _token(self, workload_id: str, run: str) -> str:
+        mac = hmac.new(self._secret, f"checkpoint:{workload_id}:{run}".encode(), hashlib.sha256)
         return PREFIX + mac.hexdigest()
 
 

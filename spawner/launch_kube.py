@@ -131,8 +131,11 @@ class KubeLauncher(LauncherBackend):
         objs = self.manifests(workload, notebook)
         main = next(m for m in objs if m["kind"] in ("Job", "Deployment"))
         for m in objs:
-            if not await self._create(m) and m is main:
-                await self._replace_earlier_run(workload, objs, main)
+            if not await self._create(m):
+                if m is main:
+                    await self._replace_earlier_run(workload, objs, main)
+                elif m["kind"] == "Secret":     # an earlier run's: its report token is void now
+                    await self._replace_secret(m)
         kinds = ", ".join(f"{m['kind']} {m['metadata']['name']}" for m in objs)
         nodes = ",".join(placement_nodes(workload)) or "?"
         pod = main["spec"]["template"]["spec"]
@@ -162,6 +165,19 @@ class KubeLauncher(LauncherBackend):
         for m in objs:
             if not await self._create(m) and m is main:
                 raise StartLater(f"an earlier run's {kind} {name} came back while it was replaced")
+
+    async def _replace_secret(self, manifest: dict) -> None:
+        from kubernetes_asyncio.client.exceptions import ApiException
+        group, what = KIND_API["Secret"]
+        meta = manifest["metadata"]
+        body = {"metadata": {"labels": meta.get("labels"), "annotations": meta.get("annotations")},
+                "stringData": manifest["stringData"]}
+        try:
+            await getattr((await self.api())[group], f"patch_{what}")(
+                meta["name"], self.namespace, body, _content_type="application/merge-patch+json")
+        except ApiException as e:
+            raise LaunchError(f"Kubernetes refused to replace the Secret {manifest['metadata']['name']}: "
+                              f"{e.status} {e.reason}") from None
 
     async def _read(self, kind: str, workload: dict):
         from kubernetes_asyncio.client.exceptions import ApiException

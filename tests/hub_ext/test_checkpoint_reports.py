@@ -130,3 +130,25 @@ def test_a_job_reports_with_its_own_report_token_and_nothing_else(hub):
     assert "report_token" not in hub.call("GET", f"/workloads/{wid}", launcher).json()
     r = hub.call("POST", f"/workloads/{wid}/checkpoint", token)
     assert r.status_code == 409 and "only running work" in r.json()["message"], r.text
+
+
+def test_a_report_token_dies_with_its_run(hub):
+    """Admitted again (here after its node was lost), the workload's run is new and so is its
+    token: a process left over from the earlier run reports nothing for this one."""
+    wid, launcher = _running(hub), hub.launcher_token
+    old = hub.call("GET", f"/workloads/{wid}", launcher).json()["report_token"]
+    r = hub.call("POST", f"/workloads/{wid}/status", launcher,
+                 json={"state": "failed", "exit_code": 137, "node_lost": True, "reason": "node gone"})
+    assert r.status_code == 200, r.text
+    deadline = time.time() + 15
+    while (w := hub.call("GET", f"/workloads/{wid}", launcher).json())["state"] != "admitted":
+        assert time.time() < deadline, w
+        time.sleep(0.05)
+    hub.call("POST", f"/workloads/{wid}/status", launcher, json={"state": "running"})
+    new = hub.call("GET", f"/workloads/{wid}", launcher).json()["report_token"]
+    assert new != old
+    r = hub.call("POST", f"/workloads/{wid}/checkpoint", old)
+    assert r.status_code == 403 and "a token of an earlier run of it is void" in r.json()["message"], r.text
+    assert hub.call("GET", f"/workloads/{wid}", launcher).json()["checkpointed_at"] is None
+    r = hub.call("POST", f"/workloads/{wid}/checkpoint", new)
+    assert r.status_code == 200 and r.json()["checkpointed_at"] is not None, r.text

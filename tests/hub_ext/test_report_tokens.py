@@ -1,6 +1,7 @@
 """Report tokens (``hub_ext.report_tokens``): one workload's checkpoint reports and nothing
-else, signed with a secret the service keeps in its database, so a restarted service (or
-another replica on the same database) accepts the tokens handed out before. The HTTP side is
+else, for one run of it, signed with a secret the service keeps in its database, so a
+restarted service (or another replica on the same database) accepts the tokens handed out
+before. The HTTP side is
 in test_checkpoint_reports.py; the `computehub checkpoint` command's own mistakes are here."""
 
 from __future__ import annotations
@@ -9,22 +10,27 @@ import os
 import subprocess
 import sys
 
-from hub_ext.report_tokens import ReportTokens, bearer, load_secret
+from hub_ext.report_tokens import ReportTokens, bearer, load_secret, run_of
 from scheduler.store.sql import SqlStore
 
 
-def test_the_secret_lives_in_the_database_and_tokens_name_one_workload(store_url, tmp_path):
+def test_the_secret_lives_in_the_database_and_tokens_name_one_workload_and_run(store_url, tmp_path):
     first = SqlStore(store_url)
     tokens = ReportTokens(load_secret(first))
-    t1 = tokens.issue("w0000001")
+    run = run_of(1767225600.25)
+    t1 = tokens.issue("w0000001", run)
     first.close()
     again = SqlStore(store_url)                       # the service restarted
     restarted = ReportTokens(load_secret(again))
-    assert restarted.valid(t1, "w0000001") and not restarted.valid(t1, "w0000002")
-    assert not restarted.valid(t1[:-1] + ("0" if t1[-1] != "0" else "1"), "w0000001")
+    assert restarted.valid(t1, "w0000001", run) and not restarted.valid(t1, "w0000002", run)
+    assert not restarted.valid(t1[:-1] + ("0" if t1[-1] != "0" else "1"), "w0000001", run)
+    # admitted again (after a preemption): the earlier run's token is void, the new one differs
+    later = run_of(1767229200.5)
+    assert not restarted.valid(t1, "w0000001", later) and not restarted.valid(t1, "w0000001", run_of(None))
+    assert restarted.issue("w0000001", later) != t1 and restarted.issue("w0000001", run) == t1
     again.close()
     other = SqlStore(f"sqlite:///{tmp_path / 'other.sqlite'}")   # another installation
-    assert not ReportTokens(load_secret(other)).valid(t1, "w0000001")
+    assert not ReportTokens(load_secret(other)).valid(t1, "w0000001", run)
     other.close()
 
 

@@ -378,6 +378,25 @@ def test_an_earlier_runs_job_left_behind_is_replaced_not_read_as_this_run(kc):
     assert kc.call("DELETE", f"/workloads/{wid}", kc.tokens["alice"]).status_code == 200
 
 
+def test_an_earlier_runs_report_secret_is_replaced_with_this_runs_token(kc):
+    """The report token's Secret an earlier run left (its Job went, its Secret did not) gets
+    this run's token: the earlier run's is void (a token lives as long as its run)."""
+    blocker = submit(kc, "alice", {"command": ["sleep", "infinity"]}, gpus=4, workers=2)
+    wait_for("the blocker running", lambda: state_is(kc, blocker["id"], "running"))
+    wid = submit(kc, "alice", {"command": ["python", "train.py"]}, gpus=1)["id"]
+    stale = {"apiVersion": "v1", "kind": "Secret", "stringData": {"token": "chrt_" + "1" * 64}, "metadata": {
+        "name": f"ch-{wid}-report", "labels": {"computehub/workload": wid}, "annotations": {"computehub/run": "1.0"}}}
+    kc.cluster.run(create(kc.cluster, f"/api/v1/namespaces/{NS}/secrets", stale))
+    assert kc.call("DELETE", f"/workloads/{blocker['id']}", kc.tokens["alice"]).status_code == 200
+    w = wait_for("running", lambda: state_is(kc, wid, "running"))
+    token = kc.call("GET", f"/workloads/{wid}", kc.tokens["alice"]).json()["report_token"]
+    secret = wait_for("this run's Secret", lambda: (o := one(kc, "secrets", wid)) and o["stringData"]["token"] == token and o)
+    assert secret["metadata"]["annotations"]["computehub/run"] == f"{w['admitted_at']:.6f}"
+    r = kc.call("POST", f"/workloads/{wid}/checkpoint", stale["stringData"]["token"])
+    assert r.status_code == 403 and "earlier run" in r.json()["message"], r.text
+    assert kc.call("POST", f"/workloads/{wid}/checkpoint", token).status_code == 200
+
+
 def test_every_manifest_validates(kc):
     assert K8S_VERSION in all_versions(), f"kubernetes-validate bundles no schema for {K8S_VERSION}"
     created = [m for m in kc.cluster.created() if (m.get("metadata") or {}).get("name", "").startswith("ch-")
@@ -386,13 +405,3 @@ def test_every_manifest_validates(kc):
     for m in created:
         validate(m, K8S_VERSION, strict=True)
     kc.cluster.check()
-
-
-def test_pods_reach_the_service_where_the_launcher_does():
-    """Unless configured, $COMPUTEHUB_URL in job pods (for their own checkpoint reports) is the
-    launcher's service URL: both run in the cluster."""
-    from spawner.launch_kube import KubeLauncher
-    from spawner.launcher_app import LauncherApp
-    app = LauncherApp(computehub_url="http://proxy-public/services/computehub")
-    assert KubeLauncher(parent=app).pod_computehub_url == "http://proxy-public/services/computehub"
-    assert KubeLauncher(parent=app, pod_computehub_url="").settings({"priority": ""}).computehub_url == ""
