@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from scheduler.replay import (DECLARED_LIMITS, OVERESTIMATE, POLICIES, Restart, default_capacity,  # noqa: E402
-                              load, run, summarize, table)
+                              floors, load, run, summarize, table)
 from scheduler.replay.guarantee import GuaranteeWatch  # noqa: E402
 from traitlets import TraitError  # noqa: E402
 
@@ -166,8 +166,11 @@ def main(argv=None) -> int:
         results = {p: replay(jobs, cap, p, args) for p in policies}
         ref = REFERENCE.get(path.stem, {}) if not args.max_jobs else {}
         cost = Restart(args.restart_cost, args.checkpoint_every).describe()
+        floor = floors(jobs, cap)
         print(table(list(results.values()), title=f"\n{path.stem}: {len(jobs)} jobs, {cap} GPUs, {args.teams} "
                                                    f"teams; preemption cost: {cost}"), flush=True)
+        print(f"no policy can beat: p99 JCT {floor['jct_p99_floor_h']:.2f} h (the p99 duration), "
+              f"makespan {floor['makespan_floor_h']:.1f} h")
         print("published avg JCT (h)    " + "  ".join(
             f"{p}={ref[p]:.1f}" if ref.get(p) is not None else f"{p}=—" for p in policies if p in ref))
         judged = {}
@@ -176,7 +179,7 @@ def main(argv=None) -> int:
             for what, ok, numbers in checks:
                 print(f"  {p}: target {'met   ' if ok else 'MISSED'} {what}: {numbers}")
             judged[p] = [{"target": w, "met": ok, "numbers": n} for w, ok, n in checks]
-        everything[path.stem] = {"jobs": len(jobs), "capacity_gpus": cap, "restart_cost": cost,
+        everything[path.stem] = {"jobs": len(jobs), "capacity_gpus": cap, "restart_cost": cost, "floors": floor,
                                  "results": results, "reference_avg_jct_h": ref, "targets": judged}
     print(summary(everything, policies))
     out = Path(args.json)

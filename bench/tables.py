@@ -57,7 +57,11 @@ def replay(data: dict) -> str:
             missed = [c["target"] + f" ({c['numbers']})" for c in checks if not c["met"]]
             lines.append(f"* `{p}`: {sum(c['met'] for c in checks)}/{len(checks)} targets met"
                          + ("; missed: " + "; ".join(missed) if missed else ""))
-        parts.append(f"**{name}**: {e['jobs']} jobs, {e['capacity_gpus']} GPUs\n\n" + md(t) + "\n\n" + "\n".join(lines))
+        floor = e.get("floors")         # results from before 2026-12-06 lack them
+        bound = (f"; no policy can beat a p99 JCT of {floor['jct_p99_floor_h']:.1f} h (the p99 duration) or a "
+                 f"makespan of {floor['makespan_floor_h']:.0f} h" if floor else "")
+        parts.append(f"**{name}**: {e['jobs']} jobs, {e['capacity_gpus']} GPUs{bound}\n\n" + md(t) + "\n\n"
+                     + "\n".join(lines))
     return "\n\n".join(parts)
 
 

@@ -12,7 +12,7 @@ defines and computes the numbers. See docs/simulate.md.
 from pathlib import Path
 
 from .costs import FREE, LIMIT_MODES, OVERESTIMATE, REALISTIC, Restart, declared_limit, overestimate_factor
-from .metrics import jain, percentile, summarize, table
+from .metrics import floors, jain, percentile, summarize, table
 from .simulate import DECLARED_LIMITS, POLICIES, Outcome, StuckError, run, simulate
 from .trace import Job, default_capacity, load, mean_gpus_busy, team_of
 
@@ -21,5 +21,5 @@ SAMPLE_TRACE = Path(__file__).parent / "samples" / "cluster05-first400.csv"
 __all__ = [
     "DECLARED_LIMITS", "FREE", "LIMIT_MODES", "OVERESTIMATE", "REALISTIC", "Restart", "declared_limit",
     "overestimate_factor", "Job", "Outcome", "POLICIES", "SAMPLE_TRACE", "StuckError", "default_capacity",
-    "jain", "load", "mean_gpus_busy", "percentile", "run", "simulate", "summarize", "table", "team_of",
+    "floors", "jain", "load", "mean_gpus_busy", "percentile", "run", "simulate", "summarize", "table", "team_of",
 ]

@@ -14,6 +14,9 @@
   GPU-hours = what preempted runs held without keeping (restart time and work
   since the last checkpoint, see ``costs.Restart``). Churn as one job's owner
   sees it: how many jobs were preempted at all, and the most times one was.
+* Floors (``floors``) = what no policy can beat on a trace: the p99 of the jobs'
+  durations for the p99 JCT, and for the makespan the later of the last job's
+  submission + duration and all the work spread over every GPU.
 * Fairness = Jain's index over teams of each team's mean slowdown, where a
   job's slowdown is JCT / duration (1 = it never waited). Slowdown rather than
   JCT so that a team of long jobs is not "unfairly" treated merely for having
@@ -107,6 +110,21 @@ def summarize(outcome) -> dict:
     for k in ("jct_avg", "jct_median", "jct_p99", "queue_avg", "queue_p99", "makespan"):
         out[k + "_h"] = out[k + "_s"] / HOUR
     return out
+
+
+def floors(jobs, capacity_gpus: int) -> dict:
+    """What no policy can beat on ``jobs`` (each JCT is at least its job's duration; the last
+    job cannot end before its submission plus its duration, nor all the work before the
+    capacity has run it), so that a figure can be read against the best possible:
+    ``jct_p99_floor_h``, the p99 of the durations; ``makespan_floor_h``, the longer of the
+    two bounds on the makespan."""
+    if not jobs:
+        return {"jct_p99_floor_h": 0.0, "makespan_floor_h": 0.0}
+    first = min(j.submit for j in jobs)
+    last_end = max(j.submit + j.duration for j in jobs) - first
+    all_work = sum(j.gpus * j.duration for j in jobs) / capacity_gpus
+    return {"jct_p99_floor_h": percentile([j.duration for j in jobs], 99) / HOUR,
+            "makespan_floor_h": max(last_end, all_work) / HOUR}
 
 
 # Rows of the side-by-side table: (label, key, format).
