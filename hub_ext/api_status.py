@@ -12,11 +12,12 @@ from __future__ import annotations
 import time
 
 from scheduler import NotFound, SchedulerError, ValidationError
+from scheduler.model import run_label
 
 from . import views
 from .api_workloads import _OneWorkload
 from .base import APIError, BaseHandler
-from .report_tokens import bearer, run_of
+from .report_tokens import bearer
 
 NOTE_FIELDS = ("endpoint", "message", "ready", "node", "restarts")
 STATUS_STATES = ("running", "update", "checkpoint", "finished", "failed", "stopped", "idle")
@@ -174,7 +175,8 @@ class WorkloadCheckpointHandler(_OneWorkload):
                 w = sched.get(workload_id)
             except NotFound:
                 w = None        # refused like a wrong token: a token tells nothing of other work
-            if w is None or not self.service.report_tokens.valid(self._report_token, w.id, run_of(w.admitted_at)):
+            tokens = self.service.report_tokens
+            if w is None or not tokens.valid(self._report_token, w.id, run_label(w.admitted_at)):
                 raise APIError(403, "forbidden", f"this report token is not the one of workload {workload_id!r} "
                                                  "in its current run; use the job's own $COMPUTEHUB_REPORT_TOKEN "
                                                  "(a token of an earlier run of it is void)")

@@ -7,11 +7,10 @@ import os
 import time
 
 from scheduler import NotFound, ValidationError
-from scheduler.model import AWAITING_APPROVAL, HOLDING, KINDS, PENDING, TERMINAL
+from scheduler.model import AWAITING_APPROVAL, HOLDING, KINDS, PENDING, TERMINAL, run_label
 
 from . import views
 from .base import APIError, BaseHandler
-from .report_tokens import run_of
 
 STATES = (AWAITING_APPROVAL, PENDING, *HOLDING, *TERMINAL)
 SUBMIT_FIELDS = {"name", "queue", "kind", "priority", "resources", "workers", "gpu_model", "time_limit",
@@ -64,7 +63,7 @@ def with_report_token(d: dict, w, caller, svc) -> dict:
     launcher hands it to the job. Good for this run only. Pending work has none (lists of
     10,000 stay as they were)."""
     if w.state in HOLDING and caller.may_cancel(w):
-        d["report_token"] = svc.report_tokens.issue(w.id, run_of(w.admitted_at))
+        d["report_token"] = svc.report_tokens.issue(w.id, run_label(w.admitted_at))
     return d
 
 

@@ -8,9 +8,9 @@ api/v1/workloads/{id}/checkpoint`` for that one workload. It lets nobody read, s
 cancel anything; a stolen one can at most claim that the job saved (which makes the job
 look cheaper to preempt).
 
-The token is an HMAC of the workload id and its run (``run_of``: its admission time, new
-each time it is admitted again after a preemption or a lost node) under a secret the service
-keeps in its database (``meta`` table), so every replica and every restart of the service
+The token is an HMAC of the workload id and its run (``scheduler.model.run_label``: its
+admission time, new each time it is admitted again after a preemption or a lost node) under
+a secret the service keeps in its database (``meta`` table), so every replica and every restart of the service
 accepts the tokens it handed out before, and nothing per workload is stored. A token dies
 with its run: a process left over from an earlier run, or a token read from an old job's
 environment, reports nothing for the run that holds the GPUs now.
@@ -35,11 +35,6 @@ def load_secret(store) -> bytes:
                 store.set_meta(_META_KEY, secrets.token_hex(32))
         value = store.get_meta(_META_KEY)
     return value.encode()
-
-
-def run_of(admitted_at: float | None) -> str:
-    """The run a workload is on, as tokens name it: its admission time ("" before any)."""
-    return f"{float(admitted_at):.6f}" if admitted_at is not None else ""
 
 
 class ReportTokens:

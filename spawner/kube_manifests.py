@@ -14,6 +14,8 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
+from scheduler.model import run_label
+
 from .kube import LABEL_PREFIX, label_value
 from .launch_base import CHECKPOINT_ENV, REPORT_TOKEN_ENV, Job, gpus_of
 from .options import check_pod, toleration_key
@@ -90,9 +92,8 @@ def labels_of(workload: dict) -> dict:
 
 
 def run_of(workload: dict) -> str:
-    """The run a workload is on: its admission time (a requeued workload is admitted again)."""
-    at = workload.get("admitted_at")
-    return f"{float(at):.6f}" if at is not None else ""
+    """The run a workload is on (``scheduler.model.run_label``)."""
+    return run_label(workload.get("admitted_at"))
 
 
 def _meta(name: str, s: Settings, labels: dict, workload: dict) -> dict:

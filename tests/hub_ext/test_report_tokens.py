@@ -10,14 +10,15 @@ import os
 import subprocess
 import sys
 
-from hub_ext.report_tokens import ReportTokens, bearer, load_secret, run_of
+from hub_ext.report_tokens import ReportTokens, bearer, load_secret
+from scheduler.model import run_label
 from scheduler.store.sql import SqlStore
 
 
 def test_the_secret_lives_in_the_database_and_tokens_name_one_workload_and_run(store_url, tmp_path):
     first = SqlStore(store_url)
     tokens = ReportTokens(load_secret(first))
-    run = run_of(1767225600.25)
+    run = run_label(1767225600.25)
     t1 = tokens.issue("w0000001", run)
     first.close()
     again = SqlStore(store_url)                       # the service restarted
@@ -25,8 +26,8 @@ def test_the_secret_lives_in_the_database_and_tokens_name_one_workload_and_run(s
     assert restarted.valid(t1, "w0000001", run) and not restarted.valid(t1, "w0000002", run)
     assert not restarted.valid(t1[:-1] + ("0" if t1[-1] != "0" else "1"), "w0000001", run)
     # admitted again (after a preemption): the earlier run's token is void, the new one differs
-    later = run_of(1767229200.5)
-    assert not restarted.valid(t1, "w0000001", later) and not restarted.valid(t1, "w0000001", run_of(None))
+    later = run_label(1767229200.5)
+    assert not restarted.valid(t1, "w0000001", later) and not restarted.valid(t1, "w0000001", run_label(None))
     assert restarted.issue("w0000001", later) != t1 and restarted.issue("w0000001", run) == t1
     again.close()
     other = SqlStore(f"sqlite:///{tmp_path / 'other.sqlite'}")   # another installation

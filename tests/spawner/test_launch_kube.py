@@ -390,7 +390,8 @@ def test_an_earlier_runs_report_secret_is_replaced_with_this_runs_token(kc):
     assert kc.call("DELETE", f"/workloads/{blocker['id']}", kc.tokens["alice"]).status_code == 200
     w = wait_for("running", lambda: state_is(kc, wid, "running"))
     token = kc.call("GET", f"/workloads/{wid}", kc.tokens["alice"]).json()["report_token"]
-    secret = wait_for("this run's Secret", lambda: (o := one(kc, "secrets", wid)) and o["stringData"]["token"] == token and o)
+    secret = wait_for("this run's Secret",
+                      lambda: (o := one(kc, "secrets", wid)) and o["stringData"]["token"] == token and o)
     assert secret["metadata"]["annotations"]["computehub/run"] == f"{w['admitted_at']:.6f}"
     r = kc.call("POST", f"/workloads/{wid}/checkpoint", stale["stringData"]["token"])
     assert r.status_code == 403 and "earlier run" in r.json()["message"], r.text
