@@ -13,7 +13,7 @@ from pathlib import Path
 from traitlets import Bool, Enum, Float, Int, Unicode
 
 from scheduler.replay import (DECLARED_LIMITS, FREE, OVERESTIMATE, POLICIES, SAMPLE_TRACE, Restart,
-                              default_capacity, load, simulate, table)
+                              default_capacity, floors, load, simulate, table)
 from scheduler.replay.simulate import StuckError, check_fits
 
 from .cli import Command, UsageError
@@ -131,13 +131,16 @@ computehub simulate --trace cluster04.csv --capacity-gpus 624 --policy default -
             raise UsageError(f"--restart-cost/--checkpoint-every: {e}") from None
         results = [_replay(jobs, capacity, p, self.teams, self.declared_limits, restart=restart,
                            overestimate=self.overestimate) for p in self.policies()]
+        floor = floors(jobs, capacity)
         if self.json:
             print(json.dumps({"trace": path.name, "capacity_gpus": capacity, "capacity_rule": rule,
-                              "results": results}, indent=2, default=_json_default))
+                              "floors": floor, "results": results}, indent=2, default=_json_default))
             return 0
         print(table(results, title=f"{path.name}: {len(jobs)} jobs on {capacity} GPUs ({rule}); "
                                    f"{self.teams} teams; declared limits: {self.declared_limits}; "
                                    f"preemption cost: {restart.describe()}"))
+        print(f"No policy can beat, on this trace: a p99 JCT of {floor['jct_p99_floor_h']:.2f} h (the p99 "
+              f"of the durations), a makespan of {floor['makespan_floor_h']:.1f} h.")
         return 0
 
 

@@ -42,6 +42,10 @@ def test_simulate_json_on_the_sample():
                 "queue_p99_s", "makespan_s", "gpu_utilisation", "preemptions", "jain_fairness",
                 "wall_seconds", "cycles"):
         assert key in res, key
+    # what no policy can beat: below this replay's figures, and not far below the makespan
+    floor = out["floors"]
+    assert 0 < floor["jct_p99_floor_h"] <= res["jct_p99_h"] + 1e-9
+    assert res["makespan_h"] / 1.5 < floor["makespan_floor_h"] <= res["makespan_h"] + 1e-9
 
 
 def test_simulate_compare_table_and_given_capacity():
@@ -52,6 +56,7 @@ def test_simulate_compare_table_and_given_capacity():
     header = lines[1].split()
     assert header == ["metric", "fifo", "sjf"]
     assert any(line.startswith("avg JCT (h)") for line in lines)
+    assert lines[-1].startswith("No policy can beat, on this trace: a p99 JCT of ")
 
 
 def test_replay_demo_shows_policies_and_explanations():
