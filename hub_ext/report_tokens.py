@@ -10,9 +10,9 @@ look cheaper to preempt).
 
 The token is an HMAC of the workload id and its run (``scheduler.model.run_label``: its
 admission time, new each time it is admitted again after a preemption or a lost node) under
-a secret the service keeps in its database (``meta`` table), so every replica and every restart of the service
-accepts the tokens it handed out before, and nothing per workload is stored. A token dies
-with its run: a process left over from an earlier run, or a token read from an old job's
+a secret the service keeps in its database (``meta`` table), so every replica and every
+restart of the service accepts the tokens it handed out before, and nothing per workload is
+stored. A token dies with its run: a process left over from an earlier run, or a token read from an old job's
 environment, reports nothing for the run that holds the GPUs now.
 """
 

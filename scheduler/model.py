@@ -37,13 +37,13 @@ PREEMPTED = "preempted"      # preempted and not requeued (class says so)
 RECLAIMED = "reclaimed"      # idle, its resources taken back
 REJECTED = "rejected"        # an admin refused the approval it needed
 HOLDING = (ADMITTED, RUNNING, PREEMPTING)   # states that hold an allocation
+TERMINAL = (FINISHED, FAILED, CANCELLED, PREEMPTED, RECLAIMED, REJECTED)
 
 
 def run_label(admitted_at: float | None) -> str:
     """The run a workload is on, as launchers (the objects they make) and report tokens name
     it: its admission time, new each time it is admitted again ("" before any)."""
     return f"{float(admitted_at):.6f}" if admitted_at is not None else ""
-TERMINAL = (FINISHED, FAILED, CANCELLED, PREEMPTED, RECLAIMED, REJECTED)
 
 
 @dataclass(slots=True)
