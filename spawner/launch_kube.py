@@ -75,10 +75,13 @@ class KubeLauncher(LauncherBackend):
         """(CoreV1Api, BatchV1Api, AppsV1Api) on one client, configured once."""
         if self._api is None:
             from kubernetes_asyncio import client, config
-            try:
-                config.load_incluster_config()
-            except config.ConfigException:
-                await config.load_kube_config(config_file=self.kubeconfig or None)
+            if self.kubeconfig:         # a file named in the settings wins over the pod's account
+                await config.load_kube_config(config_file=self.kubeconfig)
+            else:
+                try:
+                    config.load_incluster_config()
+                except config.ConfigException:
+                    await config.load_kube_config()
             c = client.ApiClient()
             self._api = {"core": client.CoreV1Api(c), "batch": client.BatchV1Api(c), "apps": client.AppsV1Api(c),
                          "client": c}
