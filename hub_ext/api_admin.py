@@ -12,6 +12,7 @@ from . import views
 from .base import APIError, BaseHandler
 
 ADMIN = "administer ComputeHub (custom:computehub:admin)"
+NODES = "register or change nodes (custom:computehub:nodes or custom:computehub:admin)"
 
 
 class MeHandler(BaseHandler):
@@ -139,7 +140,7 @@ class NodeHandler(BaseHandler):
 
     async def put(self, name):
         caller = self.caller
-        self.require(caller.is_admin, ADMIN)
+        self.require(caller.manages_nodes, NODES)
         body = self.json_body()
         body["name"] = name
         existed = name in self.service.sched.state.inventory.nodes
@@ -151,7 +152,7 @@ class NodeHandler(BaseHandler):
     async def patch(self, name):
         """Drain/undrain or mark health: ``{"draining": true}``, ``{"healthy": false}``."""
         caller = self.caller
-        self.require(caller.is_admin, ADMIN)
+        self.require(caller.manages_nodes, NODES)
         self._node(name)
         body = self.json_body()
         unknown = set(body) - {"draining", "healthy"}
@@ -167,7 +168,7 @@ class NodeHandler(BaseHandler):
 
     async def delete(self, name):
         caller = self.caller
-        self.require(caller.is_admin, ADMIN)
+        self.require(caller.manages_nodes, NODES)
         lost = self.service.sched.remove_node(name, actor=caller.name)
         self.service.changed()
         self.write_json({"removed": name, "workloads": [w.id for w in lost]})

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .scopes import ADMIN, CUSTOM_SCOPES, ON_BEHALF, READ_METRICS, SUBMIT, TEAM
+from .scopes import ADMIN, CUSTOM_SCOPES, NODES, ON_BEHALF, READ_METRICS, SUBMIT, TEAM
 
 
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hub_templates")
@@ -26,7 +26,9 @@ def configure_jupyterhub(c, *, name: str = "computehub", port: int = 10101, url:
                          config_file: str | None = None, admins=(), team_leads: dict | None = None,
                          on_behalf_services=(), environment: dict | None = None,
                          notebook_watch: dict | bool = False, launcher: bool = False,
-                         concurrent_spawn_limit: int | None = None) -> dict:
+                         concurrent_spawn_limit: int | None = None, launcher_api_token: str | None = None,
+                         inventory_services=(), inventory_api_token: str | None = None,
+                         spawner_api_token: str | None = None) -> dict:
     """Add ComputeHub to a JupyterHub config ``c``; returns the service entry.
 
     ``url`` + ``api_token`` register an external service (Kubernetes); without
@@ -40,6 +42,12 @@ def configure_jupyterhub(c, *, name: str = "computehub", port: int = 10101, url:
     starting after admission instead (``QueueingMixin.concurrent_start_limit``).
     ``launcher=True`` adds the managed ``<name>-launcher`` service (spawner/launcher_app.py)
     that runs %submit / %serve work as local processes (docs/launchers.md).
+    On Kubernetes the launcher and the node inventory run as their own pods (helm/computehub):
+    ``launcher_api_token`` registers the external ``<name>-launcher`` service with that token
+    (submit on behalf), ``inventory_api_token`` the external ``<name>-inventory`` service
+    (``custom:computehub:nodes``: it registers the cluster's nodes). ``inventory_services``
+    names other services that may register nodes. ``spawner_api_token`` is the token the
+    hub's queueing spawner submits notebooks with (the ``<name>-spawner`` service, on behalf).
     """
     custom = dict(_get(c.JupyterHub, "custom_scopes", {}))
     custom.update(CUSTOM_SCOPES)
@@ -68,6 +76,13 @@ def configure_jupyterhub(c, *, name: str = "computehub", port: int = 10101, url:
     if launcher:
         on_behalf_services = list(on_behalf_services) + [_add_launcher(c, name, url or f"http://127.0.0.1:{port}",
                                                                        config_file, data_dir)]
+    if launcher_api_token:
+        on_behalf_services = list(on_behalf_services) + [_add_external(c, f"{name}-launcher", launcher_api_token)]
+    if spawner_api_token:
+        on_behalf_services = list(on_behalf_services) + [_add_external(c, f"{name}-spawner", spawner_api_token)]
+        c.QueueingMixin.computehub_token = spawner_api_token
+    if inventory_api_token:
+        inventory_services = list(inventory_services) + [_add_external(c, f"{name}-inventory", inventory_api_token)]
     # A single-user server's $JUPYTERHUB_API_TOKEN may call the service (%submit, the lab extension):
     # the hub's default server scopes (its "server" role) plus submitting and reaching the service.
     server_scopes = _get(c.Spawner, "server_token_scopes", None)
@@ -101,6 +116,9 @@ def configure_jupyterhub(c, *, name: str = "computehub", port: int = 10101, url:
     if on_behalf_services:
         # Spawners and launchers submit, watch and report on behalf of users.
         add({"name": f"{name}-on-behalf", "scopes": [ON_BEHALF, access], "services": list(on_behalf_services)})
+    if inventory_services:
+        # Inventory sources register the cluster's nodes, and nothing else.
+        add({"name": f"{name}-inventory", "scopes": [NODES, access], "services": list(inventory_services)})
     limit = concurrent_spawn_limit if concurrent_spawn_limit is not None else \
         _get(c.JupyterHub, "concurrent_spawn_limit", None)
     if limit is not None:
@@ -130,6 +148,13 @@ def _add_launcher(c, name: str, service_url: str, config_file, data_dir) -> str:
              "environment": {"COMPUTEHUB_URL": service_url.rstrip("/") + f"/services/{name}"}}
     c.JupyterHub.services = [s for s in c.JupyterHub.services if s.get("name") != lname] + [entry]
     return lname
+
+
+def _add_external(c, sname: str, api_token: str) -> str:
+    """Register a service that runs elsewhere (its own pod) and calls in with ``api_token``."""
+    services = [s for s in _get(c.JupyterHub, "services", []) if s.get("name") != sname]
+    c.JupyterHub.services = services + [{"name": sname, "api_token": api_token}]
+    return sname
 
 
 def _get(section, key, empty):

@@ -54,6 +54,7 @@ def _q(name: str, schema: dict, desc: str = "") -> dict:
 
 ANY = "custom:computehub:submit, custom:computehub:team or custom:computehub:admin"
 ADMIN = "custom:computehub:admin"
+NODES = "custom:computehub:nodes (or custom:computehub:admin)"
 
 
 def document(version: str) -> dict:
@@ -274,11 +275,11 @@ def document(version: str) -> dict:
             "/api/v1/nodes/{name}": {
                 "get": _op("A node", _ok("#/components/schemas/Node"), params=[nname]),
                 "put": _op("Register or replace a node", _put("#/components/schemas/Node"), params=[nname],
-                           body="#/components/schemas/Node", scope=ADMIN),
+                           body="#/components/schemas/Node", scope=NODES),
                 "patch": _op("Drain, undrain, mark health", _ok("#/components/schemas/Node"), params=[nname],
-                             body="#/components/schemas/NodeFlags", scope=ADMIN),
+                             body="#/components/schemas/NodeFlags", scope=NODES),
                 "delete": _op("Remove a node (its work is requeued or failed)", _ok("#/components/schemas/NodeRemoved"),
-                              params=[nname], scope=ADMIN),
+                              params=[nname], scope=NODES),
             },
             "/api/v1/usage": {"get": _op("GPU-hours and cost in a window", _ok("#/components/schemas/Usage"),
                                          params=[_q("start", {"type": "number"}), _q("end", {"type": "number"}),

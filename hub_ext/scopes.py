@@ -8,6 +8,8 @@ its RBAC (roles for users, groups and services); ``hubconfig`` declares them.
   to group G (an unfiltered ``custom:computehub:team`` sees every team).
 * ``custom:computehub:submit-on-behalf``: for spawners: submit, see and cancel
   work for any user (never admin changes).
+* ``custom:computehub:nodes``: for inventory sources: register, update and
+  remove nodes (never queues, work or anything else).
 * ``custom:computehub:admin``: everything, including queues, classes, nodes,
   approvals and the audit log.
 * ``read:metrics`` (the hub's own scope) reads ``/metrics``.
@@ -20,12 +22,14 @@ SUBMIT = PREFIX + "submit"
 TEAM = PREFIX + "team"
 ON_BEHALF = PREFIX + "submit-on-behalf"
 ADMIN = PREFIX + "admin"
+NODES = PREFIX + "nodes"
 READ_METRICS = "read:metrics"
 
 CUSTOM_SCOPES = {
     SUBMIT: {"description": "Submit GPU work to ComputeHub and see or cancel your own."},
     TEAM: {"description": "See the ComputeHub work of a team (use with !group=<team>)."},
     ON_BEHALF: {"description": "Submit, see and cancel ComputeHub work for any user (spawners)."},
+    NODES: {"description": "Register, update and remove ComputeHub's nodes (inventory sources)."},
     ADMIN: {"description": "Administer ComputeHub: queues, quotas, classes, nodes, approvals, audit."},
 }
 
@@ -39,6 +43,7 @@ class Caller:
         self.groups: set[str] = set(model.get("groups") or ())
         self.scopes: set[str] = set(model.get("scopes") or ())
         self.is_admin = ADMIN in self.scopes
+        self.manages_nodes = self.is_admin or NODES in self.scopes
         self.on_behalf = self.is_admin or ON_BEHALF in self.scopes
         self.can_submit = self.on_behalf or SUBMIT in self.scopes
         self.all_teams = self.is_admin or TEAM in self.scopes
@@ -65,5 +70,5 @@ class Caller:
     def to_dict(self) -> dict:
         return {"name": self.name, "kind": self.kind, "groups": sorted(self.groups),
                 "admin": self.is_admin, "can_submit": self.can_submit,
-                "submit_on_behalf": self.on_behalf,
+                "submit_on_behalf": self.on_behalf, "manage_nodes": self.manages_nodes,
                 "teams": "all" if self.all_teams else sorted(self.team_groups)}

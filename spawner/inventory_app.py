@@ -1,0 +1,269 @@
+"""``computehub-inventory``: keeps the Kubernetes cluster's nodes registered in ComputeHub.
+
+Like jupyterhub-idle-culler (and ``computehub-launcher``) it talks to the service only
+through the REST API, with a token holding ``custom:computehub:nodes``. Every
+``interval`` seconds it lists the cluster's Nodes (``KubeInventory``), turns them into
+node specs (spawner/inventory_kube.py), and puts the new and changed ones and deletes
+the nodes it registered that left the cluster. Nodes registered by hand (without
+``computehub/source: kubernetes``) are never touched. See docs/inventory.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+
+from traitlets import Bool, Float, List, Unicode, default
+from traitlets.config import Application, LoggingConfigurable
+
+from .inventory_kube import DRAINING_TAINTS, NodeSkipped, diff, node_spec, what_changed
+from .service_client import ServiceClient, ServiceError
+
+NODES_SCOPE = "custom:computehub:nodes"
+K8S_TIMEOUT = 30    # seconds a list of the cluster's nodes may take
+
+
+class Fatal(Exception):
+    """Retrying cannot help (a token the service refuses): the app stops with this message."""
+
+
+class KubeError(Exception):
+    """The Kubernetes API could not be asked (or answered an error)."""
+
+
+class KubeInventory(LoggingConfigurable):
+    """Which Kubernetes Nodes count, and how their GPUs are read. ``InventoryApp`` is one, so
+    these settings are ``c.InventoryApp.<name>`` (what the chart writes) or ``c.KubeInventory.<name>``."""
+
+    kubeconfig = Unicode("", config=True, help="""Kubeconfig file to use ('' = the in-cluster configuration
+        of the pod's service account, falling back to $KUBECONFIG / ~/.kube/config).""")
+    label_selector = Unicode("", config=True, help="""Label selector of the Nodes that are ComputeHub nodes,
+        e.g. 'nvidia.com/gpu.present=true' ('' = every node). A node that stops matching is removed.""")
+    gpu_resource = Unicode("nvidia.com/gpu", config=True,
+                           help="Extended resource whose allocatable count is a node's number of GPUs.")
+    model_label = Unicode("nvidia.com/gpu.product", config=True, help="""Node label naming the GPU product
+        (set by NVIDIA GPU feature discovery, e.g. 'NVIDIA-A100-SXM4-80GB' → model 'a100').""")
+    memory_label = Unicode("nvidia.com/gpu.memory", config=True,
+                           help="Node label with the memory of one GPU, in MiB (GPU feature discovery).")
+    default_model = Unicode(None, allow_none=True, config=True, help="""GPU model (lower case, e.g. 'a100')
+        of a node with GPUs but no model label (None = no model).""")
+    draining_taints = List(Unicode(), list(DRAINING_TAINTS), config=True, help="""Taint keys that make a node
+        draining (no new work) when their effect is NoSchedule or NoExecute; a cordoned node
+        (spec.unschedulable) always is.""")
+
+    _client = None
+
+    async def kube_core(self):
+        if self._client is None:
+            from kubernetes_asyncio import client, config
+            conf = client.Configuration()
+            if self.kubeconfig:
+                await config.load_kube_config(config_file=self.kubeconfig, client_configuration=conf)
+            else:       # as KubeLauncher.api(): in a pod its service account, else the user's kubeconfig
+                try:
+                    config.load_incluster_config(client_configuration=conf)
+                except config.ConfigException:
+                    await config.load_kube_config(client_configuration=conf)
+            self._client = client.ApiClient(configuration=conf)
+        from kubernetes_asyncio.client import CoreV1Api
+        return CoreV1Api(self._client)
+
+    async def kube_nodes(self) -> list[dict]:
+        """The selected Nodes as the API's JSON."""
+        try:
+            core = await self.kube_core()
+            result = await core.list_node(label_selector=self.label_selector, _request_timeout=K8S_TIMEOUT)
+        except Exception as e:      # ApiException, a timeout, an unreachable or unconfigured API
+            text = str(e).strip()
+            raise KubeError(text.splitlines()[0] if text else type(e).__name__) from e
+        return [self._client.sanitize_for_serialization(n) for n in result.items]
+
+    def kube_spec(self, node: dict) -> dict:
+        return node_spec(node, gpu_resource=self.gpu_resource, model_label=self.model_label,
+                         memory_label=self.memory_label, default_model=self.default_model or None,
+                         draining_taints=tuple(self.draining_taints))
+
+    async def kube_close(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+
+class InventoryApp(Application, KubeInventory):
+    name = "computehub-inventory"
+    description = "Keeps the Kubernetes cluster's nodes and GPUs registered in ComputeHub."
+    aliases = {"config": "InventoryApp.config_file", "url": "InventoryApp.computehub_url",
+               "interval": "InventoryApp.interval", "selector": "InventoryApp.label_selector",
+               "kubeconfig": "InventoryApp.kubeconfig", "default-model": "InventoryApp.default_model"}
+    flags = {"once": ({"InventoryApp": {"once": True}}, "Sync once, then exit: 0 when every selected node "
+                      "is registered as Kubernetes describes it, 1 otherwise."),
+             "keep-missing": ({"InventoryApp": {"remove_missing": False}}, "Never delete nodes.")}
+
+    config_file = Unicode("computehub_config.py", config=True, help="""Config file to load: Python, or JSON
+        when it ends in .json (the chart's); a missing file is fine.""")
+    computehub_url = Unicode(config=True, help="""URL of the service, e.g. http://computehub:10101/services/computehub
+        (default: $COMPUTEHUB_URL).""")
+    token = Unicode(config=True, help=f"""API token with {NODES_SCOPE} (default: $COMPUTEHUB_TOKEN, else
+        $JUPYTERHUB_API_TOKEN, which the hub gives a managed service).""")
+    interval = Float(30.0, config=True, help="Seconds between syncs (a failed sync is retried after this too).")
+    remove_missing = Bool(True, config=True, help="""Delete the nodes this source registered that left the
+        cluster (or no longer match label_selector); their workloads are requeued (bool).""")
+    once = Bool(False, config=True, help="Sync once and exit (0: all synced, 1: something was not).")
+
+    @default("log_level")
+    def _log_level(self):
+        return logging.INFO         # each change is one INFO line: the log is the record of what it did
+
+    @default("log_format")
+    def _log_format(self):
+        return "[%(levelname)1.1s %(asctime)s %(name)s] %(message)s"
+
+    @default("computehub_url")
+    def _url(self):
+        return os.environ.get("COMPUTEHUB_URL", "")
+
+    @default("token")
+    def _token(self):
+        return os.environ.get("COMPUTEHUB_TOKEN") or os.environ.get("JUPYTERHUB_API_TOKEN", "")
+
+    def initialize(self, argv=None):
+        super().initialize(argv)
+        if self.config_file and os.path.exists(self.config_file):
+            self.load_config_file(self.config_file)
+        if not self.computehub_url or not self.token:
+            raise SystemExit(f"computehub-inventory: set --url (or $COMPUTEHUB_URL) and a token with {NODES_SCOPE} "
+                             "($COMPUTEHUB_TOKEN or $JUPYTERHUB_API_TOKEN)")
+        self.client = ServiceClient(self.computehub_url, self.token)
+        self.checked = False            # the token's scope, checked once
+        self.said: dict[str, str] = {}  # node -> the last problem logged about it (each is logged once)
+        self.exit_code = 0
+
+    # --- one sync ----------------------------------------------------------------------------
+
+    async def check_token(self) -> None:
+        try:
+            me = await self.client.request("GET", "me")
+        except ServiceError as e:
+            if e.status in (401, 403):
+                raise Fatal(f"the service refused the token ({e.message}); an inventory token needs {NODES_SCOPE} "
+                            "and access to the service (hub_ext.hubconfig.configure_jupyterhub(c, "
+                            "inventory_services=[...]) grants both)") from None
+            raise
+        if not me.get("manage_nodes", me.get("admin")):
+            raise Fatal(f"the token of {me.get('kind', 'caller')} {me.get('name')!r} lacks the scope {NODES_SCOPE} "
+                        "needed to register nodes (hub_ext.hubconfig.configure_jupyterhub(c, "
+                        "inventory_services=[...]) grants it)")
+        self.checked = True
+
+    def once_per_node(self, name: str, message: str) -> None:
+        if self.said.get(name) != message:
+            self.log.warning("%s", message)
+        self.said[name] = message
+
+    async def sync(self) -> bool:
+        """One round: True when the service now matches the cluster. A failed list or service
+        call raises (and nothing is deleted this round); one node the service refuses is logged
+        and skipped."""
+        if not self.checked:
+            await self.check_token()
+        nodes = await self.kube_nodes()
+        wanted, ok = {}, True
+        for node in nodes:
+            try:
+                spec = self.kube_spec(node)
+            except NodeSkipped as e:
+                self.once_per_node(str(e.name), f"{e.name}: skipped: {e.reason}")
+                ok = False
+                continue
+            wanted[spec["name"]] = spec
+        seen = {str((n.get("metadata") or {}).get("name")) for n in nodes}
+        self.said = {k: v for k, v in self.said.items() if k in seen}     # problems of nodes still there
+        registered = (await self.client.request("GET", "nodes"))["nodes"]
+        by_name = {r["name"]: r for r in registered}
+        puts, deletes = diff(wanted, registered)
+        for spec in puts:
+            name = spec["name"]
+            try:
+                await self.client.request("PUT", f"nodes/{name}", spec)
+            except ServiceError as e:
+                self.refused(name, e)
+                ok = False
+                continue
+            self.said.pop(name, None)
+            self.log.info("%s: %s", name, what_changed(by_name.get(name), spec))
+        if not self.remove_missing:
+            return ok
+        for name in deletes:
+            try:
+                r = await self.client.request("DELETE", f"nodes/{name}")
+            except ServiceError as e:
+                if e.status == 404:         # gone already
+                    continue
+                self.refused(name, e)
+                ok = False
+                continue
+            lost = r.get("workloads") or []
+            self.log.info("%s: removed (left the cluster)%s", name,
+                          f"; its workloads were requeued: {', '.join(lost)}" if lost else "")
+        return ok
+
+    def refused(self, name: str, e: ServiceError) -> None:
+        if e.status in (401, 403):
+            raise Fatal(f"the service refused to change node {name}: {e.message}") from None
+        if not 400 <= e.status < 500:
+            raise e                         # the service is down or failing: retry the round later
+        self.once_per_node(name, f"{name}: refused by the service ({e.status} {e.code}): {e.message}")
+
+    # --- run ------------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        self.log.info("ComputeHub inventory: registering the Kubernetes nodes%s (GPUs: %s, model label %s, "
+                      "kubeconfig %s) in %s, %s", f" matching {self.label_selector!r}" if self.label_selector else "",
+                      self.gpu_resource, self.model_label, self.kubeconfig or "in-cluster", self.computehub_url,
+                      "once" if self.once else f"every {self.interval:g} s")
+        later = "" if self.once else f"; retrying in {self.interval:g} s"
+        try:
+            while not stop.is_set():
+                try:
+                    ok = await self.sync()
+                except Fatal as e:
+                    self.log.error("computehub-inventory: %s", e)
+                    self.exit_code = 1
+                    return
+                except ServiceError as e:
+                    ok = False
+                    self.log.warning("ComputeHub service: %s (nothing removed%s)", e, later)
+                except KubeError as e:
+                    ok = False
+                    self.log.warning("Kubernetes: could not list nodes: %s (nothing removed%s)", e, later)
+                except Exception:
+                    ok = False
+                    self.log.exception("inventory sync failed (nothing removed%s)", later)
+                if self.once:
+                    self.exit_code = 0 if ok else 1
+                    return
+                try:
+                    await asyncio.wait_for(stop.wait(), self.interval)
+                except asyncio.TimeoutError:
+                    pass
+            self.log.info("ComputeHub inventory stopped")
+        finally:
+            await self.kube_close()
+
+    def start(self):
+        asyncio.run(self.run())
+        self.exit(self.exit_code)
+
+
+def main(argv=None):
+    InventoryApp.launch_instance(argv)
+
+
+if __name__ == "__main__":
+    main()
