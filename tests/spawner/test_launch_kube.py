@@ -24,6 +24,7 @@ from kubernetes_validate.utils import all_versions, validate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub_ext"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helm"))
 from kmock_cluster import KmockCluster  # noqa: E402
 from kube_controllers import JobController, bare_job, create, patch_status, pod_deletes  # noqa: E402
 from localhub import wait_for  # noqa: E402
@@ -406,3 +407,20 @@ def test_every_manifest_validates(kc):
     for m in created:
         validate(m, K8S_VERSION, strict=True)
     kc.cluster.check()
+
+
+def test_the_charts_launcher_role_allows_every_request_the_launcher_made(kc, tmp_path):
+    """Every request the launcher made in this module's scenarios, read as RBAC reads it, is
+    allowed by the Role helm/computehub gives the launcher, and the Role grants nothing unused."""
+    from chart import one, render
+    from rbac import allows, needed
+    made = needed(kc.cluster.requests())
+    assert {(g, r, v) for g, r, v, _ in made} >= {("batch", "jobs", "create"), ("", "pods", "list"),
+                                                    ("", "secrets", "patch"), ("apps", "deployments", "delete")}
+    assert {ns for *_, ns in made} == {NS}
+    rules = one(render(tmp_path, f"launcher.namespace={NS}"), "Role")["rules"]
+    refused = sorted((g, r, v) for g, r, v, _ in made if not allows(rules, g, r, v))
+    assert not refused, f"the chart's launcher Role refuses {refused}"
+    unused = sorted((g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]
+                    for v in rule["verbs"] if (g, r, v) not in {(a, b, c) for a, b, c, _ in made})
+    assert not unused, f"the chart's launcher Role grants what the launcher never needed: {unused}"

@@ -1,0 +1,226 @@
+"""The Helm chart (helm/computehub), rendered by the real helm binary.
+
+What can be checked without a cluster (none can run here: /work/shared/TESTING.md):
+helm lint, every object against the official Kubernetes 1.33 schemas, what the
+pods may do, that the config files it writes load into the real ComputeHub apps,
+that its hub side configures a real JupyterHub config, and that bad values are
+refused with a message. tests/helm/test_chart_hub.py runs the rendered service
+against a real hub.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import yaml
+from chart import CHART, NAMESPACE, ChartError, helm, one, pod_spec, render, secret_data
+from kubernetes_validate import validate
+from traitlets.config import Config
+
+from scheduler.model import default_classes
+
+K8S_VERSION = "1.33.0"
+
+
+@pytest.fixture(scope="module")
+def objs(tmp_path_factory):
+    return render(tmp_path_factory.mktemp("chart"))
+
+
+def workloads(objs):
+    return [o for o in objs if o["kind"] in ("Deployment", "StatefulSet")]
+
+
+def test_helm_lint_strict(tmp_path):
+    out = helm("lint", "--strict", str(CHART), tmp=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "0 chart(s) failed" in out.stdout
+
+
+def test_every_object_validates_against_kubernetes(objs):
+    kinds = {o["kind"] for o in objs}
+    assert kinds >= {"Deployment", "StatefulSet", "Service", "Secret", "ConfigMap", "ServiceAccount", "Role",
+                     "RoleBinding", "ClusterRole", "ClusterRoleBinding", "PriorityClass", "NetworkPolicy"}, kinds
+    for o in objs:
+        validate(o, K8S_VERSION, strict=True)
+
+
+def test_no_pod_may_do_more_than_it_needs(objs):
+    assert {o["metadata"]["labels"]["app.kubernetes.io/component"] for o in workloads(objs)} == \
+        {"service", "launcher", "inventory", "postgresql"}
+    for o in workloads(objs):
+        spec = pod_spec(o)
+        assert spec["securityContext"]["runAsNonRoot"] is True
+        assert not {"hostNetwork", "hostPID", "hostIPC"} & set(spec)
+        assert all("hostPath" not in v for v in spec.get("volumes", []))
+        for c in spec["containers"]:
+            sc = c["securityContext"]
+            assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
+            assert sc["capabilities"]["drop"] == ["ALL"] and "add" not in sc["capabilities"]
+            assert not sc.get("privileged")
+            assert c["resources"]["requests"] and c["resources"]["limits"]["memory"]
+    # Only the launcher and the inventory talk to the Kubernetes API.
+    service, pg = one(objs, "Deployment", component="service"), one(objs, "StatefulSet")
+    assert pod_spec(service)["automountServiceAccountToken"] is False
+    assert pod_spec(pg)["automountServiceAccountToken"] is False
+    # The inventory may read nodes, nothing else, anywhere.
+    rules = one(objs, "ClusterRole")["rules"]
+    assert rules == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}]
+    binding = one(objs, "ClusterRoleBinding")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "t-computehub-inventory",
+                                    "namespace": NAMESPACE}]
+    # The launcher's powers are in its namespace only, and never over RBAC or nodes.
+    role = one(objs, "Role")
+    assert role["metadata"]["namespace"] == NAMESPACE
+    granted = {r for rule in role["rules"] for r in rule["resources"]}
+    assert not granted & {"roles", "rolebindings", "nodes", "pods/exec", "serviceaccounts"}, granted
+
+
+def test_priority_classes_are_computehubs_and_never_preempt(objs):
+    """One per ComputeHub default class, named as the spawner and launcher name them by default,
+    ordered as ComputeHub orders the classes; the kube-scheduler never preempts for them."""
+    pcs = {o["metadata"]["name"]: o for o in objs if o["kind"] == "PriorityClass"}
+    classes = sorted(default_classes(), key=lambda c: c.rank)
+    assert set(pcs) == {f"computehub-{c.name}" for c in classes}
+    values = [pcs[f"computehub-{c.name}"]["value"] for c in classes]
+    assert values == sorted(values) and len(set(values)) == len(values), values
+    assert all(p["preemptionPolicy"] == "Never" and p["globalDefault"] is False for p in pcs.values())
+    from spawner.kube import QueuedKubeSpawner
+    from spawner.launch_kube import KubeLauncher
+    for cls in (QueuedKubeSpawner, KubeLauncher):
+        template = cls.class_traits()["priority_class_template"].default_value
+        assert {template.format(priority=c.name) for c in classes} == set(pcs)
+
+
+def config_files(objs) -> dict[str, str]:
+    return one(objs, "ConfigMap", name="t-computehub")["data"]
+
+
+def test_the_service_config_loads_into_the_real_service(tmp_path):
+    from hub_ext.app import ComputeHubService
+    objs = render(tmp_path, values={"service": {
+        "cycleInterval": 2, "prices": {"a100": 3.5}, "allowedNodeSelectors": ["zone=east"],
+        "queues": [{"name": "org"}, {"name": "vision", "parent": "org", "guaranteed": {"gpu": 8}}],
+        "extraConfig": {"EngineConfig": {"preemption": True}, "ComputeHubService": {"long_poll_max": 10}}}})
+    (tmp_path / "c.json").write_text(config_files(objs)["computehub_config.json"])
+    app = ComputeHubService()
+    app.load_config_file(str(tmp_path / "c.json"))
+    assert app.cycle_interval == 2 and app.prices == {"a100": 3.5} and app.long_poll_max == 10
+    assert app.allowed_node_selectors == ["zone=east"]
+    assert [q["name"] for q in app.initial_queues] == ["org", "vision"]
+    assert app.config.EngineConfig.preemption is True
+    # The command line is the real CLI's: the config file and the database URL from the Secret.
+    container = pod_spec(one(objs, "Deployment", component="service"))["containers"][0]
+    assert container["command"][:2] == ["computehub", "serve"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["COMPUTEHUB_DB_URL"]["valueFrom"]["secretKeyRef"] == {"name": "t-computehub", "key": "db-url"}
+    assert secret_data(objs)["db-url"] == (
+        f"postgresql+psycopg://computehub:{secret_data(objs)['postgres-password']}@t-computehub-postgresql:5432/"
+        "computehub")
+
+
+def test_the_launcher_config_loads_into_the_real_launcher(objs, tmp_path):
+    from spawner.launch_kube import KubeLauncher
+    from spawner.launcher_app import LauncherApp
+    (tmp_path / "l.json").write_text(config_files(objs)["launcher_config.json"])
+    app = LauncherApp(computehub_url="http://x/services/computehub", token="t")
+    app.load_config_file(str(tmp_path / "l.json"))
+    assert app.backend_class is KubeLauncher
+    backend = KubeLauncher(parent=app)
+    assert backend.namespace == NAMESPACE and backend.termination_grace_seconds == 30
+    assert backend.pod_computehub_url == f"http://t-computehub.{NAMESPACE}.svc:10101/services/computehub"
+    deploy = one(objs, "Deployment", component="launcher")
+    assert pod_spec(deploy)["serviceAccountName"] == "t-computehub-launcher"
+    assert one(objs, "RoleBinding")["subjects"][0]["name"] == "t-computehub-launcher"
+
+
+def test_the_hub_side_configures_jupyterhub_with_the_secrets_tokens(tmp_path, monkeypatch):
+    """The hub snippet, run as z2jh's hub runs it, with the env the NOTES tell z2jh to set."""
+    from hub_ext.scopes import NODES, ON_BEHALF
+    objs = render(tmp_path, "hub.admins={ada}", "hub.teamLeads.vision={lin}")
+    tokens = secret_data(objs)
+    notes = helm("install", "t", str(CHART), "--namespace", NAMESPACE, "--dry-run=client",
+                 "--set", "hub.admins={ada}", tmp=tmp_path)
+    assert notes.returncode == 0, notes.stderr
+    z2jh = yaml.safe_load(notes.stdout.split("NOTES:", 1)[1].split("\n\n")[2])
+    env = {}
+    for name, ref in z2jh["hub"]["extraEnv"].items():
+        key = ref["valueFrom"]["secretKeyRef"]
+        assert key["name"] == "t-computehub"
+        env[name] = tokens[key["key"]]
+        monkeypatch.setenv(name, env[name])
+    mount = z2jh["hub"]["extraVolumeMounts"][0]
+    volume = z2jh["hub"]["extraVolumes"][0]
+    assert volume["name"] == mount["name"] and volume["configMap"]["name"] == "t-computehub"
+    path = re.search(r'open\("([^"]+)"\)', z2jh["hub"]["extraConfig"]["computehub"]).group(1)
+    key = volume["configMap"]["items"][0]
+    assert path == f"{mount['mountPath']}/{key['path']}"
+    snippet = config_files(objs)[key["key"]]
+    c = Config()
+    exec(compile(snippet, "computehub_hub_config.py", "exec"), {"c": c})
+    services = {s["name"]: s for s in c.JupyterHub.services}
+    assert services["computehub"]["url"] == f"http://t-computehub.{NAMESPACE}.svc:10101"
+    assert services["computehub"]["api_token"] == tokens["api-token"]
+    assert services["computehub-launcher"] == {"name": "computehub-launcher", "api_token": tokens["launcher-token"]}
+    assert services["computehub-inventory"]["api_token"] == tokens["inventory-token"]
+    assert services["computehub-spawner"] == {"name": "computehub-spawner", "api_token": tokens["spawner-token"]}
+    assert c.QueueingMixin.computehub_token == tokens["spawner-token"]
+    assert len({tokens[k] for k in ("api-token", "spawner-token", "launcher-token", "inventory-token",
+                                    "cookie-secret")}) == 5
+    roles = {r["name"]: r for r in c.JupyterHub.load_roles}
+    assert roles["computehub-inventory"]["services"] == ["computehub-inventory"]
+    assert NODES in roles["computehub-inventory"]["scopes"] and ON_BEHALF not in roles["computehub-inventory"]["scopes"]
+    assert {"computehub-launcher", "computehub-spawner"} <= set(roles["computehub-on-behalf"]["services"])
+    assert roles["computehub-admin"]["users"] == ["ada"]
+    assert c.JupyterHub.spawner_class == "spawner.kube.QueuedKubeSpawner"
+    assert c.QueuedKubeSpawner.pod_computehub_url == f"http://t-computehub.{NAMESPACE}.svc:10101/services/computehub"
+    # Notebooks may reach the service through z2jh's NetworkPolicy, and the service's admits them.
+    egress = z2jh["singleuser"]["networkPolicy"]["egress"][0]
+    svc_labels = pod_spec(one(objs, "Deployment", component="service")) and \
+        one(objs, "Deployment", component="service")["spec"]["template"]["metadata"]["labels"]
+    assert egress["to"][0]["podSelector"]["matchLabels"].items() <= svc_labels.items()
+    ingress = one(objs, "NetworkPolicy", component="service")["spec"]["ingress"][0]["from"]
+    assert any(e.get("key") == "component" and "singleuser-server" in e["values"]
+               for f in ingress for e in f["podSelector"].get("matchExpressions", []))
+
+
+def test_an_external_database_replaces_the_bundled_one(tmp_path):
+    url = "postgresql+psycopg://ch:pw@db.example:5432/computehub"
+    objs = render(tmp_path, f"database.url={url}")
+    assert not [o for o in objs if o["kind"] == "StatefulSet"]
+    assert secret_data(objs)["db-url"] == url
+    objs = render(tmp_path, "database.existingSecret=my-db", "postgresql.enabled=false")
+    env = {e["name"]: e for e in pod_spec(one(objs, "Deployment", component="service"))["containers"][0]["env"]}
+    assert env["COMPUTEHUB_DB_URL"]["valueFrom"]["secretKeyRef"] == {"name": "my-db", "key": "db-url"}
+    assert "db-url" not in secret_data(objs)
+
+
+def test_optional_parts_can_be_left_out(tmp_path):
+    objs = render(tmp_path, "launcher.enabled=false", "inventory.enabled=false", "priorityClasses.create=false",
+                  "networkPolicy.enabled=false", "metrics.dashboard.enabled=true")
+    assert {o["metadata"]["labels"]["app.kubernetes.io/component"] for o in workloads(objs)} == \
+        {"service", "postgresql"}
+    assert not [o for o in objs if o["kind"] in ("Role", "ClusterRole", "PriorityClass", "NetworkPolicy")]
+    snippet = config_files(objs)["computehub_hub_config.py"]
+    assert "LAUNCHER_TOKEN" not in snippet and "INVENTORY_TOKEN" not in snippet
+    assert 'priority_class_template = ""' in snippet
+    dashboard = json.loads(one(objs, "ConfigMap", name="t-computehub-dashboard")["data"]["computehub.json"])
+    assert dashboard["panels"] and one(objs, "ConfigMap", name="t-computehub-dashboard")["metadata"]["labels"][
+        "grafana_dashboard"] == "1"
+
+
+@pytest.mark.parametrize("sets, message", [
+    (["postgresql.enabled=false"], "no database. Keep postgresql.enabled, or set database.url"),
+    (["database.url=mysql://db/x"], "/database/url"),
+    (["service.cycleInterval=0"], "/service/cycleInterval"),
+    (["servce.port=1"], "additional properties 'servce' not allowed"),
+    (["hub.baseUrl=jupyter"], "/hub/baseUrl"),
+    (["service.allowedNodeSelectors={zone}"], "/service/allowedNodeSelectors/0"),
+    (["priorityClasses.values.training=0"], "/priorityClasses/values/training"),
+])
+def test_bad_values_are_refused_with_what_is_wrong(tmp_path, sets, message):
+    with pytest.raises(ChartError) as e:
+        render(tmp_path, *sets)
+    assert message in str(e.value)
