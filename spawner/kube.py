@@ -69,7 +69,7 @@ class QueuedKubeSpawner(QueueingMixin, KubeSpawner):
         ('{priority}' is the class); '' leaves priorityClassName to KubeSpawner's priority_class_name.""")
     pod_computehub_url = Unicode("", config=True,
                                  help="""COMPUTEHUB_URL as seen from inside a pod (e.g.
-        http://hub:8081/services/computehub); '' = computehub_url.""")
+        http://computehub:10101/services/computehub); '' = computehub_url.""")
     pod_policy_waive = List(Enum(sorted(WAIVABLE)), config=True,
                             help=f"""Pod guard checks an admin switches off, from: {', '.join(sorted(WAIVABLE))}.
         Empty (default): no pod may run privileged, escalate, mount host paths or share host namespaces.""")
