@@ -55,6 +55,11 @@ def test_no_pod_may_do_more_than_it_needs(objs):
         assert spec["securityContext"]["runAsNonRoot"] is True
         assert not {"hostNetwork", "hostPID", "hostIPC"} & set(spec)
         assert all("hostPath" not in v for v in spec.get("volumes", []))
+        # Secret files are root's; a non-root container reads them through its fsGroup.
+        for v in spec.get("volumes", []):
+            mode = (v.get("secret") or {}).get("defaultMode")
+            if mode is not None:
+                assert mode & 0o040 and spec["securityContext"].get("fsGroup"), (o["metadata"]["name"], v)
         for c in spec["containers"]:
             sc = c["securityContext"]
             assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
