@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import signal
 
 from traitlets import Bool, Float, List, Unicode, default
-from traitlets.config import Application, LoggingConfigurable
+from traitlets.config import LoggingConfigurable
 
 from .inventory_kube import DRAINING_TAINTS, NodeSkipped, diff, node_spec, what_changed
-from .service_client import ServiceClient, ServiceError
+from .service_app import ServiceClientApp
+from .service_client import ServiceError
 
 NODES_SCOPE = "custom:computehub:nodes"
 K8S_TIMEOUT = 30    # seconds a list of the cluster's nodes may take
@@ -91,9 +91,10 @@ class KubeInventory(LoggingConfigurable):
             self._client = None
 
 
-class InventoryApp(Application, KubeInventory):
+class InventoryApp(ServiceClientApp, KubeInventory):
     name = "computehub-inventory"
     description = "Keeps the Kubernetes cluster's nodes and GPUs registered in ComputeHub."
+    token_scope = NODES_SCOPE
     aliases = {"config": "InventoryApp.config_file", "url": "InventoryApp.computehub_url",
                "interval": "InventoryApp.interval", "selector": "InventoryApp.label_selector",
                "kubeconfig": "InventoryApp.kubeconfig", "default-model": "InventoryApp.default_model"}
@@ -101,12 +102,6 @@ class InventoryApp(Application, KubeInventory):
                       "is registered as Kubernetes describes it, 1 otherwise."),
              "keep-missing": ({"InventoryApp": {"remove_missing": False}}, "Never delete nodes.")}
 
-    config_file = Unicode("computehub_config.py", config=True, help="""Config file to load: Python, or JSON
-        when it ends in .json (the chart's); a missing file is fine.""")
-    computehub_url = Unicode(config=True, help="""URL of the service, e.g. http://computehub:10101/services/computehub
-        (default: $COMPUTEHUB_URL).""")
-    token = Unicode(config=True, help=f"""API token with {NODES_SCOPE} (default: $COMPUTEHUB_TOKEN, else
-        $JUPYTERHUB_API_TOKEN, which the hub gives a managed service).""")
     interval = Float(30.0, config=True, help="Seconds between syncs (a failed sync is retried after this too).")
     remove_missing = Bool(True, config=True, help="""Delete the nodes this source registered that left the
         cluster (or no longer match label_selector); their workloads are requeued (bool).""")
@@ -120,22 +115,8 @@ class InventoryApp(Application, KubeInventory):
     def _log_format(self):
         return "[%(levelname)1.1s %(asctime)s %(name)s] %(message)s"
 
-    @default("computehub_url")
-    def _url(self):
-        return os.environ.get("COMPUTEHUB_URL", "")
-
-    @default("token")
-    def _token(self):
-        return os.environ.get("COMPUTEHUB_TOKEN") or os.environ.get("JUPYTERHUB_API_TOKEN", "")
-
     def initialize(self, argv=None):
         super().initialize(argv)
-        if self.config_file and os.path.exists(self.config_file):
-            self.load_config_file(self.config_file)
-        if not self.computehub_url or not self.token:
-            raise SystemExit(f"computehub-inventory: set --url (or $COMPUTEHUB_URL) and a token with {NODES_SCOPE} "
-                             "($COMPUTEHUB_TOKEN or $JUPYTERHUB_API_TOKEN)")
-        self.client = ServiceClient(self.computehub_url, self.token)
         self.checked = False            # the token's scope, checked once
         self.said: dict[str, str] = {}  # node -> the last problem logged about it (each is logged once)
         self.exit_code = 0

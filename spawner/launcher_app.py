@@ -19,12 +19,12 @@ import time
 from dataclasses import dataclass
 
 from traitlets import Bool, Float, Instance, Integer, List, Type, Unicode, default
-from traitlets.config import Application
 
 from .launch_base import Ended, LaunchError, LauncherBackend, StartLater
 from .launch_local import LocalLauncher
 from .report_batch import ReportBatcher
-from .service_client import ServiceClient, ServiceError
+from .service_app import ServiceClientApp
+from .service_client import ServiceError
 
 HOLDING = ("admitted", "running", "preempting")
 REASON_MAX = 2000
@@ -52,21 +52,16 @@ def ended_reason(ended: Ended) -> str:
     return head + (tail[-room:] if room > 0 else "")
 
 
-class LauncherApp(Application):
+class LauncherApp(ServiceClientApp):
     name = "computehub-launcher"
     description = "Starts admitted ComputeHub training, inference and batch workloads and reports back."
     classes = [LocalLauncher]
+    token_scope = "custom:computehub:submit-on-behalf"
     aliases = {"config": "LauncherApp.config_file", "url": "LauncherApp.computehub_url",
                "data-dir": "LauncherApp.data_dir", "backend": "LauncherApp.backend_class"}
 
-    config_file = Unicode("computehub_config.py", config=True,
-                          help="Python config file to load (the service's own file works; a missing file is fine).")
     data_dir = Unicode(config=True, help="""The service's data folder: job logs go to '<data_dir>/logs',
         where the service serves them (default: $COMPUTEHUB_DATA_DIR, else ./computehub-data).""")
-    computehub_url = Unicode(config=True, help="""URL of the service, e.g. http://127.0.0.1:10101/services/computehub
-        (default: $COMPUTEHUB_URL).""")
-    token = Unicode(config=True, help="""API token with custom:computehub:submit-on-behalf
-        (default: $COMPUTEHUB_TOKEN, else $JUPYTERHUB_API_TOKEN, which the hub gives a managed service).""")
     kinds = List(Unicode(), ["training", "inference", "batch"], config=True,
                  help="Workload kinds this launcher starts (notebooks are the spawners').")
     nodes = List(Unicode(), config=True, help="""Only start work placed on these nodes (e.g. this machine's,
@@ -93,23 +88,9 @@ class LauncherApp(Application):
     def _data_dir(self):
         return os.environ.get("COMPUTEHUB_DATA_DIR") or os.path.abspath("computehub-data")
 
-    @default("computehub_url")
-    def _url(self):
-        return os.environ.get("COMPUTEHUB_URL", "")
-
-    @default("token")
-    def _token(self):
-        return os.environ.get("COMPUTEHUB_TOKEN") or os.environ.get("JUPYTERHUB_API_TOKEN", "")
-
     def initialize(self, argv=None):
         super().initialize(argv)
-        if self.config_file and os.path.exists(self.config_file):
-            self.load_config_file(self.config_file)
-        if not self.computehub_url or not self.token:
-            raise SystemExit("computehub-launcher: set --url (or $COMPUTEHUB_URL) and a token with "
-                             "custom:computehub:submit-on-behalf ($COMPUTEHUB_TOKEN or $JUPYTERHUB_API_TOKEN)")
         self.backend = self.backend_class(parent=self, logs_dir=os.path.join(self.data_dir, "logs"))
-        self.client = ServiceClient(self.computehub_url, self.token)
         self.reports = ReportBatcher(self.client)
         self.tracked: dict[str, Tracked] = {}
         self.stopping_ids: set[str] = set()        # being stopped; not started again until done
