@@ -16,6 +16,7 @@ from .inventory import model_key
 
 SOURCE_LABEL = "computehub/source"
 SOURCE = "kubernetes"
+CORDONED_LABEL = "computehub/cordoned"   # "true": this node drains because Kubernetes cordoned it
 DRAINING_TAINTS = ("node.kubernetes.io/unschedulable",)
 MIB = 2**20
 
@@ -58,10 +59,12 @@ def node_spec(node: dict, *, gpu_resource: str = "nvidia.com/gpu", model_label: 
     if gpus:
         product = labels.get(model_label, "")
         model = model_key(product) if product else default_model
+    cordoned = _cordoned(node.get("spec") or {}, draining_taints)
+    ours = {SOURCE_LABEL: SOURCE, **({CORDONED_LABEL: "true"} if cordoned else {})}
     spec = {"name": name, "gpus": gpus, "gpu_model": model,
             "cpu": alloc.get("cpu", 0), "memory": alloc.get("memory", 0),
-            "labels": {**labels, SOURCE_LABEL: SOURCE},
-            "healthy": _ready(status), "draining": _cordoned(node.get("spec") or {}, draining_taints)}
+            "labels": {**{k: v for k, v in labels.items() if k != CORDONED_LABEL}, **ours},
+            "healthy": _ready(status), "draining": cordoned}
     mem = labels.get(memory_label, "")
     if gpus and mem.isdigit():
         spec["gpu_memory"] = int(mem) * MIB
@@ -96,11 +99,15 @@ def diff(wanted: dict[str, dict], registered: list[dict]) -> tuple[list[dict], l
     """(specs to put, names to delete): a spec only when it differs from the registered node
     (compared as the service stores both; read-only fields such as free_gpus are ignored); a
     delete only for a node this source registered that is no longer wanted. A spec the service
-    would refuse is put all the same, so that its answer says why."""
+    would refuse is put all the same, so that its answer says why. A node an admin drained in
+    ComputeHub (draining, but not for a cordon) stays draining until the admin undrains it."""
     by_name = {r["name"]: r for r in registered}
     puts = []
     for name, spec in sorted(wanted.items()):
         old = by_name.get(name)
+        if old is not None and old.get("draining") and not spec["draining"] and \
+                (old.get("labels") or {}).get(CORDONED_LABEL) != "true":
+            spec = {**spec, "draining": True}
         new = _norm(spec)
         if old is None or new is None or _norm(old) != new:
             puts.append(spec)
@@ -130,8 +137,8 @@ def what_changed(old: dict | None, new: dict, most_labels: int = 4) -> str:
     parts = [f"{f} {_amount(f, getattr(o, f))} → {_amount(f, getattr(n, f))}"
              for f in ("gpus", "gpu_model", "cpu", "memory", "gpu_memory", "healthy", "draining")
              if getattr(o, f) != getattr(n, f)]
-    labels = [f"+{k}={v}" for k, v in sorted(n.labels.items()) if o.labels.get(k) != v]
-    labels += [f"-{k}" for k in sorted(o.labels) if k not in n.labels]
+    labels = [f"+{k}={v}" for k, v in sorted(n.labels.items()) if o.labels.get(k) != v and k != CORDONED_LABEL]
+    labels += [f"-{k}" for k in sorted(o.labels) if k not in n.labels and k != CORDONED_LABEL]
     if labels:
         more = f" (+{len(labels) - most_labels} more)" if len(labels) > most_labels else ""
         parts.append("labels " + " ".join(labels[:most_labels]) + more)

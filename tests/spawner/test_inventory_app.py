@@ -127,6 +127,22 @@ def test_a_cordoned_node_drains_and_a_not_ready_one_is_unhealthy(hub):
     assert ns["kube-cpu-1"]["healthy"] is False and ns["kube-a100-1"]["draining"] is False
 
 
+def test_an_admins_drain_stays_until_the_admin_lifts_it(hub):
+    r = hub.call("PATCH", "/nodes/kube-a100-1", hub.tokens["ada"], json={"draining": True})
+    assert r.status_code == 200 and r.json()["draining"] is True, r.text
+    run = inventory(hub, POD_TOKEN)
+    assert run.returncode == 0 and "kube-a100-1" not in run.stderr, run.stderr
+    assert nodes(hub)["kube-a100-1"]["draining"] is True
+    hub.call("PATCH", "/nodes/kube-a100-1", hub.tokens["ada"], json={"draining": False})
+    assert inventory(hub, POD_TOKEN).returncode == 0 and nodes(hub)["kube-a100-1"]["draining"] is False
+    # The drain of a cordon ends with the cordon.
+    kube(hub, "PATCH", "kube-h100-1", {"spec": {"unschedulable": False}})
+    run = inventory(hub, POD_TOKEN)
+    assert "kube-h100-1: draining True → False" in run.stderr, run.stderr
+    kube(hub, "PATCH", "kube-h100-1", {"spec": {"unschedulable": True}})
+    assert inventory(hub, POD_TOKEN).returncode == 0 and nodes(hub)["kube-h100-1"]["draining"] is True
+
+
 def test_a_node_that_left_the_cluster_goes_but_hand_registered_ones_stay(hub):
     r = hub.call("PUT", "/nodes/workstation", hub.tokens["ada"],
                  json={"gpus": 2, "gpu_model": "rtx4090", "cpu": 16, "memory": "64Gi"})

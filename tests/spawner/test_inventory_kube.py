@@ -94,3 +94,14 @@ def test_diff_puts_only_what_changed_and_deletes_only_its_own_nodes():
     # the service's answer says why.
     sliced = node_spec(kube_node("gpu-1", gpus=128, labels=GFD_A100))
     assert diff({"gpu-1": sliced, "gpu-2": b, "gpu-9": gone}, regs) == ([sliced], [])
+
+
+def test_an_admins_drain_outlives_the_sync_and_a_cordons_ends_with_it():
+    ready = node_spec(kube_node("gpu-1", gpus=8, labels=GFD_A100))
+    drained_by_admin = registered({**ready, "draining": True})      # PATCH {"draining": true} in ComputeHub
+    assert diff({"gpu-1": ready}, [drained_by_admin]) == ([], [])
+    cordoned = node_spec(kube_node("gpu-1", gpus=8, labels=GFD_A100, spec={"unschedulable": True}))
+    assert cordoned["draining"] and cordoned["labels"]["computehub/cordoned"] == "true"
+    puts, _ = diff({"gpu-1": ready}, [registered(cordoned)])       # uncordoned: the drain ends
+    assert [(p["name"], p["draining"]) for p in puts] == [("gpu-1", False)]
+    assert "computehub/cordoned" not in puts[0]["labels"]
