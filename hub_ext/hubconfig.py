@@ -28,7 +28,7 @@ def configure_jupyterhub(c, *, name: str = "computehub", port: int = 10101, url:
                          notebook_watch: dict | bool = False, launcher: bool = False,
                          concurrent_spawn_limit: int | None = None, launcher_api_token: str | None = None,
                          inventory_services=(), inventory_api_token: str | None = None,
-                         spawner_api_token: str | None = None) -> dict:
+                         spawner_api_token: str | None = None, metrics_api_token: str | None = None) -> dict:
     """Add ComputeHub to a JupyterHub config ``c``; returns the service entry.
 
     ``url`` + ``api_token`` register an external service (Kubernetes); without
@@ -47,7 +47,8 @@ def configure_jupyterhub(c, *, name: str = "computehub", port: int = 10101, url:
     (submit on behalf), ``inventory_api_token`` the external ``<name>-inventory`` service
     (``custom:computehub:nodes``: it registers the cluster's nodes). ``inventory_services``
     names other services that may register nodes. ``spawner_api_token`` is the token the
-    hub's queueing spawner submits notebooks with (the ``<name>-spawner`` service, on behalf).
+    hub's queueing spawner submits notebooks with (the ``<name>-spawner`` service, on behalf);
+    ``metrics_api_token`` the one Prometheus scrapes ``/metrics`` with (``<name>-metrics``).
     """
     custom = dict(_get(c.JupyterHub, "custom_scopes", {}))
     custom.update(CUSTOM_SCOPES)
@@ -116,6 +117,9 @@ def configure_jupyterhub(c, *, name: str = "computehub", port: int = 10101, url:
     if on_behalf_services:
         # Spawners and launchers submit, watch and report on behalf of users.
         add({"name": f"{name}-on-behalf", "scopes": [ON_BEHALF, access], "services": list(on_behalf_services)})
+    if metrics_api_token:
+        add({"name": f"{name}-metrics", "scopes": [READ_METRICS, access],
+             "services": [_add_external(c, f"{name}-metrics", metrics_api_token)]})
     if inventory_services:
         # Inventory sources register the cluster's nodes, and nothing else.
         add({"name": f"{name}-inventory", "scopes": [NODES, access], "services": list(inventory_services)})

@@ -191,6 +191,12 @@ def test_the_hub_side_configures_jupyterhub_with_the_secrets_tokens(tmp_path, mo
                for f in ingress for e in f["podSelector"].get("matchExpressions", []))
 
 
+def test_prometheus_may_be_let_in(tmp_path):
+    peer = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    objs = render(tmp_path, values={"networkPolicy": {"allowFrom": [peer]}})
+    assert peer in one(objs, "NetworkPolicy", component="service")["spec"]["ingress"][0]["from"]
+
+
 def test_an_external_database_replaces_the_bundled_one(tmp_path):
     url = "postgresql+psycopg://ch:pw@db.example:5432/computehub"
     objs = render(tmp_path, f"database.url={url}")
@@ -204,12 +210,17 @@ def test_an_external_database_replaces_the_bundled_one(tmp_path):
 
 def test_optional_parts_can_be_left_out(tmp_path):
     objs = render(tmp_path, "launcher.enabled=false", "inventory.enabled=false", "priorityClasses.create=false",
-                  "networkPolicy.enabled=false", "metrics.dashboard.enabled=true")
+                  "networkPolicy.enabled=false", "metrics.dashboard.enabled=true", "metrics.serviceMonitor.enabled=true")
     assert {o["metadata"]["labels"]["app.kubernetes.io/component"] for o in workloads(objs)} == \
         {"service", "postgresql"}
     assert not [o for o in objs if o["kind"] in ("Role", "ClusterRole", "PriorityClass", "NetworkPolicy")]
     snippet = config_files(objs)["computehub_hub_config.py"]
-    assert "LAUNCHER_TOKEN" not in snippet and "INVENTORY_TOKEN" not in snippet
+    assert "LAUNCHER_TOKEN" not in snippet and "INVENTORY_TOKEN" not in snippet and "METRICS_TOKEN" in snippet
+    monitor = one(objs, "ServiceMonitor")["spec"]
+    assert monitor["endpoints"][0]["path"] == "/services/computehub/metrics"
+    assert monitor["endpoints"][0]["authorization"]["credentials"]["key"] in secret_data(objs)
+    assert monitor["selector"]["matchLabels"].items() <= \
+        one(objs, "Deployment", component="service")["spec"]["template"]["metadata"]["labels"].items()
     assert 'priority_class_template = ""' in snippet
     dashboard = json.loads(one(objs, "ConfigMap", name="t-computehub-dashboard")["data"]["computehub.json"])
     assert dashboard["panels"] and one(objs, "ConfigMap", name="t-computehub-dashboard")["metadata"]["labels"][

@@ -114,11 +114,12 @@ def deployed(tmp_path_factory, pg_server):
     hub_port, service_port = free_port(), free_port()
     objs = render(d, f"hub.apiUrl=http://127.0.0.1:{hub_port}/hub/api", f"service.port={service_port}",
                   f"database.url={pg_server.create_database()}", "hub.admins={ada}", "hub.notebookWatch=false",
+                  "metrics.serviceMonitor.enabled=true",
                   values={"service": {"queues": QUEUES, "cycleInterval": 0.5}})
     secrets = secret_data(objs)
     snippet = one(objs, "ConfigMap", name="t-computehub")["data"]["computehub_hub_config.py"]
     tokens = {"COMPUTEHUB_API_TOKEN": secrets["api-token"], "COMPUTEHUB_SPAWNER_TOKEN": secrets["spawner-token"],
-              "COMPUTEHUB_LAUNCHER_TOKEN": secrets["launcher-token"],
+              "COMPUTEHUB_LAUNCHER_TOKEN": secrets["launcher-token"], "COMPUTEHUB_METRICS_TOKEN": secrets["metrics-token"],
               "COMPUTEHUB_INVENTORY_TOKEN": secrets["inventory-token"]}
     hub = ChartHub(d, snippet, tokens)
     hub.hub_port, hub.service_port = hub_port, service_port
@@ -167,12 +168,17 @@ def test_the_charts_tokens_carry_their_scopes_and_no_more(deployed):
     assert hub.call("GET", "/me", hub.tokens["lin"]).json()["admin"] is False
 
 
-def test_every_metric_on_the_charts_dashboard_is_served(deployed):
-    hub, _ = deployed
+def test_prometheus_scrapes_what_the_dashboard_plots_with_a_token_good_for_nothing_else(deployed):
+    """As the ServiceMonitor says: its path, its bearer token from the Secret; every metric the
+    dashboard plots is served."""
+    hub, objs = deployed
+    endpoint = one(objs, "ServiceMonitor")["spec"]["endpoints"][0]
+    token = secret_data(objs)[endpoint["authorization"]["credentials"]["key"]]
+    assert hub.call("GET", "/workloads", token).status_code == 403
+    assert hub.call("PUT", "/nodes/x", token, json={"gpus": 1}).status_code == 403
     dashboard = json.loads((CHART / "files" / "dashboard.json").read_text())
     wanted = {m for p in dashboard["panels"] for t in p["targets"] for m in re.findall(r"computehub_\w+", t["expr"])}
-    r = requests.get(hub.service_url + "/metrics", headers={"Authorization": f"token {hub.tokens['ada']}"},
-                     timeout=10)
+    r = requests.get(hub.url + endpoint["path"], headers={"Authorization": f"Bearer {token}"}, timeout=10)
     assert r.status_code == 200, r.text
     served = set()
     for f in text_string_to_metric_families(r.text):
