@@ -24,7 +24,7 @@ import pytest
 import requests
 from chart import CHART, one, pod_spec, render, secret_data
 from prometheus_client.parser import text_string_to_metric_families
-from realhub import CHP, USERS, RealHub, free_port
+from realhub import RealHub, free_port
 
 QUEUES = [{"name": "org"},
           {"name": "vision", "parent": "org", "guaranteed": {"gpu": 2}, "groups": ["vision"]}]
@@ -39,19 +39,7 @@ class ChartHub(RealHub):
 
     def write_config(self) -> Path:
         (self.dir / "computehub_hub_config.py").write_text(self.snippet)
-        cfg = textwrap.dedent(f"""
-            import os
-            c.JupyterHub.bind_url = "{self.url}"
-            c.JupyterHub.hub_bind_url = "http://127.0.0.1:{self.hub_port}"
-            c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{self.proxy_api_port}"
-            c.ConfigurableHTTPProxy.command = ["{CHP}"]
-            c.JupyterHub.db_url = "sqlite:///{self.dir / 'hub.sqlite'}"
-            c.JupyterHub.cookie_secret_file = "{self.dir / 'cookie_secret'}"
-            c.JupyterHub.pid_file = "{self.dir / 'hub.pid'}"
-            c.JupyterHub.authenticator_class = "dummy"
-            c.DummyAuthenticator.password = "pw"
-            c.Authenticator.allowed_users = {set(USERS)!r}
-            c.JupyterHub.load_groups = {{"vision": {{"users": ["alice", "bob", "lin"]}}}}
+        cfg = self.basics({"vision": ["alice", "bob", "lin"]}) + textwrap.dedent(f"""
             c.JupyterHub.services = [{{"name": "test-admin", "api_token": "{self.admin_token}"}},
                                      {{"name": "nobody", "api_token": "{self.nobody_token}"}}]
             c.JupyterHub.load_roles = [{{"name": "test-admin", "scopes": ["admin:users", "admin:groups", "tokens"],

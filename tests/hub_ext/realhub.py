@@ -77,19 +77,8 @@ class RealHub:
         for u, gs in USERS.items():
             for g in gs:
                 groups.setdefault(g, []).append(u)
-        cfg = textwrap.dedent(f"""
+        cfg = self.basics(groups) + textwrap.dedent(f"""
             from hub_ext.hubconfig import configure_jupyterhub
-            c.JupyterHub.bind_url = "{self.url}"
-            c.JupyterHub.hub_bind_url = "http://127.0.0.1:{self.hub_port}"
-            c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{self.proxy_api_port}"
-            c.ConfigurableHTTPProxy.command = ["{CHP}"]
-            c.JupyterHub.db_url = "sqlite:///{self.dir / 'hub.sqlite'}"
-            c.JupyterHub.cookie_secret_file = "{self.dir / 'cookie_secret'}"
-            c.JupyterHub.pid_file = "{self.dir / 'hub.pid'}"
-            c.JupyterHub.authenticator_class = "dummy"
-            c.DummyAuthenticator.password = "pw"
-            c.Authenticator.allowed_users = {set(USERS)!r}
-            c.JupyterHub.load_groups = {json.dumps({g: {"users": us} for g, us in groups.items()})}
             c.JupyterHub.services = [
                 {{"name": "test-admin", "api_token": "{self.admin_token}"}},
                 {{"name": "nobody", "api_token": "{self.nobody_token}"}},
@@ -107,6 +96,22 @@ class RealHub:
         path = self.dir / "jupyterhub_config.py"
         path.write_text(cfg + self.spawner_config)
         return path
+
+    def basics(self, groups: dict[str, list[str]]) -> str:
+        """The hub itself: where it listens, its proxy, database, users and groups."""
+        return textwrap.dedent(f"""
+            c.JupyterHub.bind_url = "{self.url}"
+            c.JupyterHub.hub_bind_url = "http://127.0.0.1:{self.hub_port}"
+            c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{self.proxy_api_port}"
+            c.ConfigurableHTTPProxy.command = ["{CHP}"]
+            c.JupyterHub.db_url = "sqlite:///{self.dir / 'hub.sqlite'}"
+            c.JupyterHub.cookie_secret_file = "{self.dir / 'cookie_secret'}"
+            c.JupyterHub.pid_file = "{self.dir / 'hub.pid'}"
+            c.JupyterHub.authenticator_class = "dummy"
+            c.DummyAuthenticator.password = "pw"
+            c.Authenticator.allowed_users = {set(USERS)!r}
+            c.JupyterHub.load_groups = {json.dumps({g: {"users": us} for g, us in groups.items()})}
+            """)
 
     def start(self, timeout: float = 60.0) -> "RealHub":
         cfg = self.write_config()
