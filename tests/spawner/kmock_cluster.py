@@ -6,7 +6,8 @@ and streams watches). KubeSpawner and kubernetes_asyncio talk to it over HTTP
 through an ordinary kubeconfig. This module fills kmock's known gaps:
 
 - the client sends ``watch=True``, kmock recognises only ``watch=true``;
-- created objects get ``metadata.uid/resourceVersion/namespace/creationTimestamp``
+- created objects get ``metadata.uid/resourceVersion/creationTimestamp`` (and namespaced ones
+  their ``namespace``)
   (and pods a ``Pending`` status), updates a new ``resourceVersion``;
 - ``labelSelector`` is honoured on lists and watches;
 - every manifest a client creates is recorded as sent (``created()``), for
@@ -82,7 +83,8 @@ class Emulator(kmock.KubernetesEmulator):
                 self.__dict__.setdefault("created_manifests", []).append(
                     (request.resource.plural, copy.deepcopy(data)))
                 meta = data.setdefault("metadata", {})
-                meta.setdefault("namespace", request.namespace or "default")
+                if request.namespace:           # cluster-scoped objects (nodes) have none
+                    meta.setdefault("namespace", request.namespace)
                 meta.update(uid=str(uuid.uuid4()), resourceVersion=str(next(_rv)), creationTimestamp=_now())
                 if request.resource.plural == "pods":
                     data.setdefault("status", {"phase": "Pending"})

@@ -4,22 +4,19 @@ Real: JupyterHub + proxy + the ComputeHub service (tests/hub_ext/realhub.py), it
 tokens, and the app itself, run as its command line (``python -m spawner.inventory_app``)
 with a kubeconfig, talking HTTP to both. Emulated: the Kubernetes API, by kmock
 (tests/spawner/kmock_cluster.py; no real API server can run here). The test plays the
-kubelets, which register their Node objects (put straight into the emulator: its create
-path would give a cluster-scoped object a namespace), and the admin, who cordons
+kubelets, which register (create) their Node objects, and the admin, who cordons
 (``kubectl cordon``: a merge patch of spec.unschedulable) and deletes Nodes through the API.
 The scenarios build on each other, in file order, on one hub.
 """
 
 from __future__ import annotations
 
-import copy
 import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
-import kmock
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -28,7 +25,6 @@ from kmock_cluster import KmockCluster  # noqa: E402
 from localhub import wait_for  # noqa: E402
 from realhub import ROOT, RealHub, free_port  # noqa: E402
 
-NODES = kmock.resource("", "v1", "nodes")
 INVENTORY_TOKEN = os.urandom(16).hex()        # the "inventory" service: inventory_services=[...]
 POD_TOKEN = os.urandom(16).hex()              # "computehub-inventory": inventory_api_token=... (the chart's way)
 READY = [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]
@@ -67,14 +63,14 @@ def hub(tmp_path_factory):
 # --- the kubelets' and the admin's side of the cluster ---------------------------------------
 
 def register(hub, node):
-    hub.cluster.call(lambda: hub.cluster.emulator.objects.__setitem__((NODES, None, node["metadata"]["name"]),
-                                                                      copy.deepcopy(node)))
+    kube(hub, "POST", "", node)
 
 
 def kube(hub, method, name, body=None):
     async def go():
-        headers = {"Content-Type": "application/merge-patch+json"} if body is not None else {}
-        async with hub.cluster.emulator.request(method, f"/api/v1/nodes/{name}", json=body, headers=headers) as r:
+        headers = {"Content-Type": "application/merge-patch+json"} if body is not None and method == "PATCH" else {}
+        path = f"/api/v1/nodes/{name}" if name else "/api/v1/nodes"
+        async with hub.cluster.emulator.request(method, path, json=body, headers=headers) as r:
             r.raise_for_status()
     hub.cluster.run(go())
 
