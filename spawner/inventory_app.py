@@ -18,6 +18,7 @@ from traitlets import Bool, Float, List, Unicode, default
 from traitlets.config import LoggingConfigurable
 
 from .inventory_kube import DRAINING_TAINTS, NodeSkipped, diff, node_spec, what_changed
+from .inventory_pods import foreign_use, less_foreign
 from .service_app import ServiceClientApp
 from .service_client import ServiceError
 
@@ -49,6 +50,9 @@ class KubeInventory(LoggingConfigurable):
                            help="Node label with the memory of one GPU, in MiB (GPU feature discovery).")
     default_model = Unicode(None, allow_none=True, config=True, help="""GPU model (lower case, e.g. 'a100')
         of a node with GPUs but no model label (None = no model).""")
+    count_other_pods = Bool(True, config=True, help="""Take what running pods ComputeHub did not place request
+        (DaemonSets, the hub and proxy, system pods, GPU work outside ComputeHub) off each node's CPU, memory
+        and GPUs, so that the kubelet never refuses a pod ComputeHub placed (needs list on pods, cluster-wide).""")
     draining_taints = List(Unicode(), list(DRAINING_TAINTS), config=True, help="""Taint keys that make a node
         draining (no new work) when their effect is NoSchedule or NoExecute; a cordoned node
         (spec.unschedulable) always is.""")
@@ -70,20 +74,32 @@ class KubeInventory(LoggingConfigurable):
         from kubernetes_asyncio.client import CoreV1Api
         return CoreV1Api(self._client)
 
-    async def kube_nodes(self) -> list[dict]:
-        """The selected Nodes as the API's JSON."""
+    async def _kube_list(self, what: str, **kw) -> list[dict]:
         try:
             core = await self.kube_core()
-            result = await core.list_node(label_selector=self.label_selector, _request_timeout=K8S_TIMEOUT)
+            result = await getattr(core, what)(_request_timeout=K8S_TIMEOUT, **kw)
         except Exception as e:      # ApiException, a timeout, an unreachable or unconfigured API
             text = str(e).strip()
             raise KubeError(text.splitlines()[0] if text else type(e).__name__) from e
         return [self._client.sanitize_for_serialization(n) for n in result.items]
 
-    def kube_spec(self, node: dict) -> dict:
-        return node_spec(node, gpu_resource=self.gpu_resource, model_label=self.model_label,
+    async def kube_nodes(self) -> list[dict]:
+        """The selected Nodes as the API's JSON."""
+        return await self._kube_list("list_node", label_selector=self.label_selector)
+
+    async def kube_foreign_use(self) -> dict[str, tuple[int, int, int]]:
+        """Per node, what the running pods ComputeHub did not place request (none when not counted)."""
+        if not self.count_other_pods:
+            return {}
+        pods = await self._kube_list("list_pod_for_all_namespaces",
+                                     field_selector="status.phase!=Succeeded,status.phase!=Failed")
+        return foreign_use(pods, self.gpu_resource)
+
+    def kube_spec(self, node: dict, foreign: dict[str, tuple[int, int, int]]) -> dict:
+        spec = node_spec(node, gpu_resource=self.gpu_resource, model_label=self.model_label,
                          memory_label=self.memory_label, default_model=self.default_model or None,
                          draining_taints=tuple(self.draining_taints))
+        return less_foreign(spec, foreign.get(spec["name"]))
 
     async def kube_close(self) -> None:
         if self._client is not None:
@@ -150,10 +166,11 @@ class InventoryApp(ServiceClientApp, KubeInventory):
         if not self.checked:
             await self.check_token()
         nodes = await self.kube_nodes()
+        foreign = await self.kube_foreign_use()
         wanted, ok = {}, True
         for node in nodes:
             try:
-                spec = self.kube_spec(node)
+                spec = self.kube_spec(node, foreign)
             except NodeSkipped as e:
                 self.once_per_node(str(e.name), f"{e.name}: skipped: {e.reason}")
                 ok = False

@@ -70,9 +70,10 @@ def test_no_pod_may_do_more_than_it_needs(objs):
     service, pg = one(objs, "Deployment", component="service"), one(objs, "StatefulSet")
     assert pod_spec(service)["automountServiceAccountToken"] is False
     assert pod_spec(pg)["automountServiceAccountToken"] is False
-    # The inventory may read nodes, nothing else, anywhere.
+    # The inventory may list nodes and pods, nothing else, anywhere.
     rules = one(objs, "ClusterRole")["rules"]
-    assert rules == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}]
+    assert rules == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]},
+                     {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
     binding = one(objs, "ClusterRoleBinding")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "t-computehub-inventory",
                                     "namespace": NAMESPACE}]
@@ -189,6 +190,12 @@ def test_the_hub_side_configures_jupyterhub_with_the_secrets_tokens(tmp_path, mo
     ingress = one(objs, "NetworkPolicy", component="service")["spec"]["ingress"][0]["from"]
     assert any(e.get("key") == "component" and "singleuser-server" in e["values"]
                for f in ingress for e in f["podSelector"].get("matchExpressions", []))
+
+
+def test_the_inventory_lists_no_pods_when_it_does_not_count_them(tmp_path):
+    objs = render(tmp_path, "inventory.countOtherPods=false")
+    assert one(objs, "ClusterRole")["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}]
+    assert json.loads(config_files(objs)["inventory_config.json"])["InventoryApp"]["count_other_pods"] is False
 
 
 def test_prometheus_may_be_let_in(tmp_path):

@@ -75,6 +75,14 @@ def kube(hub, method, name, body=None):
     hub.cluster.run(go())
 
 
+def kube_pods(hub, method, namespace, name, body=None):
+    async def go():
+        path = f"/api/v1/namespaces/{namespace}/pods" + (f"/{name}" if name else "")
+        async with hub.cluster.emulator.request(method, path, json=body) as r:
+            r.raise_for_status()
+    hub.cluster.run(go())
+
+
 # --- the app and the service ------------------------------------------------------------------
 
 def inventory(hub, token, *args, kubeconfig=None, timeout=60):
@@ -137,6 +145,34 @@ def test_an_admins_drain_stays_until_the_admin_lifts_it(hub):
     assert "kube-h100-1: draining True → False" in run.stderr, run.stderr
     kube(hub, "PATCH", "kube-h100-1", {"spec": {"unschedulable": True}})
     assert inventory(hub, POD_TOKEN).returncode == 0 and nodes(hub)["kube-h100-1"]["draining"] is True
+
+
+def test_what_other_pods_hold_is_not_free_for_computehub(hub):
+    """A DaemonSet-like pod and GPU work run outside ComputeHub hold part of a node; ComputeHub's
+    own pods (labelled computehub/workload) are ComputeHub's to count; an ended pod holds nothing."""
+    def pod(ns, name, resources, labels=None, phase=None):
+        body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns, "labels": labels or {}},
+                "spec": {"nodeName": "kube-a100-1", "containers": [{"name": "c", "image": "x", "resources": resources}]}}
+        if phase:
+            body["status"] = {"phase": phase}
+        return body
+    before = nodes(hub)["kube-a100-1"]
+    made = [pod("kube-system", "agent", {"requests": {"cpu": "500m", "memory": "1Gi"}}),
+            pod("research", "outside", {"limits": {"nvidia.com/gpu": "2", "cpu": "1500m", "memory": "3Gi"}}),
+            pod("jhub", "ch-w1", {"limits": {"nvidia.com/gpu": "4", "cpu": "8"}}, {"computehub/workload": "w-1"}),
+            pod("research", "done", {"limits": {"nvidia.com/gpu": "1"}}, phase="Succeeded")]
+    for p in made:
+        kube_pods(hub, "POST", p["metadata"]["namespace"], "", p)
+    run = inventory(hub, POD_TOKEN)
+    assert run.returncode == 0, run.stderr
+    after = nodes(hub)["kube-a100-1"]
+    assert after["gpus"] == before["gpus"] - 2, run.stderr
+    assert int(after["cpu"][:-1]) == int(before["cpu"][:-1]) - 2000
+    assert after["memory"] == before["memory"] - 4 * 2**30
+    for p in made:
+        kube_pods(hub, "DELETE", p["metadata"]["namespace"], p["metadata"]["name"])
+    assert inventory(hub, POD_TOKEN).returncode == 0
+    assert nodes(hub)["kube-a100-1"]["gpus"] == before["gpus"]
 
 
 def test_a_node_that_left_the_cluster_goes_but_hand_registered_ones_stay(hub):
