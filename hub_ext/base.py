@@ -39,7 +39,15 @@ class BaseHandler(HubOAuthenticated, web.RequestHandler):
 
     async def prepare(self):
         # Resolve the user without blocking the event loop; get_current_user reuses it.
-        await self.hub_auth.get_user(self, sync=False)
+        try:
+            await self.hub_auth.get_user(self, sync=False)
+        except web.HTTPError as e:
+            # The hub's API did not answer (a hub restart, an upgrade): not this service's fault
+            # nor the caller's. 503 tells clients to retry; HubAuth says 500 or 502.
+            if e.status_code == 502 or (e.status_code == 500 and "Failed to connect" in (e.log_message or "")):
+                raise APIError(503, "hub_unavailable", "ComputeHub cannot check your credentials: JupyterHub's "
+                                                       "API does not answer (restarting?); try again shortly") from None
+            raise
         if (self.request.method not in ("GET", "HEAD", "OPTIONS") and not getattr(self, "_token_authenticated", False)
                 and self.get_cookie(self.hub_auth.cookie_name)):
             # Cookie (browser) requests must carry the XSRF token (403 naming it); token requests
