@@ -1,12 +1,13 @@
-"""The chart's own output drives a real JupyterHub, its proxy and the ComputeHub service.
+"""The chart's own output runs ComputeHub against a real JupyterHub, its proxy and PostgreSQL.
 
-helm renders the chart with the hub's API URL and a real PostgreSQL as the database. The
-service runs as the rendered Deployment says: its command, its environment (secrets from the
-rendered Secret), the config file of the rendered ConfigMap. The hub runs the ConfigMap's hub
-side with the tokens the NOTES tell z2jh to pass. Emulated, as no cluster runs here
-(/work/shared/TESTING.md): the cluster's DNS name of the service (the hub reaches it on
-127.0.0.1), the volume mounts (files in a temporary folder), and the spawner (notebooks would
-need the Kubernetes API; none is spawned here).
+helm renders the chart with the hub's API URL and a real PostgreSQL as the database. Its three
+pods run as local processes as the rendered Deployments say (tests/helm/pods.py): their commands,
+their environments (secrets from the rendered Secret), the config files of the rendered
+ConfigMap. The hub runs the ConfigMap's hub side with the tokens the NOTES tell z2jh to pass.
+Emulated, as no cluster runs here (/work/shared/TESTING.md): the Kubernetes API (kmock, with a
+test Job controller), the pods' service accounts (a kubeconfig to it), the cluster's DNS name of
+the service (127.0.0.1), and the spawner (notebooks would need KubeSpawner's reflectors; none is
+spawned here).
 """
 
 from __future__ import annotations
@@ -14,17 +15,21 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 import requests
-from chart import CHART, one, pod_spec, render, secret_data
+from chart import CHART, NAMESPACE, one, render, secret_data
+from pods import container_process, stop
 from prometheus_client.parser import text_string_to_metric_families
 from realhub import RealHub, free_port
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spawner"))
+from kmock_cluster import KmockCluster  # noqa: E402
+from kube_controllers import JobController, patch_status  # noqa: E402
+from localhub import wait_for  # noqa: E402
 
 QUEUES = [{"name": "org"},
           {"name": "vision", "parent": "org", "guaranteed": {"gpu": 2}, "groups": ["vision"]}]
@@ -65,45 +70,17 @@ class ChartHub(RealHub):
                 os.environ.pop(k, None)
 
 
-def service_process(objs, workdir: Path, port: int) -> subprocess.Popen:
-    """The service container of the rendered Deployment, as a local process."""
-    spec = pod_spec(one(objs, "Deployment", component="service"))
-    container = spec["containers"][0]
-    secrets = secret_data(objs)
-    env = {}
-    for e in container["env"]:
-        ref = (e.get("valueFrom") or {}).get("secretKeyRef")
-        env[e["name"]] = secrets[ref["key"]] if ref else e["value"]
-    assert env["JUPYTERHUB_SERVICE_URL"] == f"http://0.0.0.0:{port}"
-    env["JUPYTERHUB_SERVICE_URL"] = f"http://127.0.0.1:{port}"      # tests listen on 127.0.0.1 only
-    # The mounts: the ConfigMap's files and the cookie secret from the Secret, under workdir.
-    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
-    etc, data = workdir / "etc", workdir / "data"
-    etc.mkdir()
-    data.mkdir()
-    files = one(objs, "ConfigMap", name="t-computehub")["data"]
-    config = json.loads(files["computehub_config.json"])
-    assert config["ComputeHubService"]["data_dir"] == "/srv/computehub" and "/srv/computehub" in mounts
-    config["ComputeHubService"]["data_dir"] = str(data)
-    (etc / "computehub_config.json").write_text(json.dumps(config))
-    assert mounts["/srv/computehub/cookie_secret"]["subPath"] == "cookie-secret"
-    (data / "cookie_secret").write_text(secrets["cookie-secret"])
-    command = [re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], a).replace("/etc/computehub", str(etc))
-               for a in container["command"]]
-    exe = Path(sys.executable).parent / command[0]
-    log = open(workdir / "service.log", "ab")
-    return subprocess.Popen([str(exe), *command[1:]], env=dict(os.environ, **env), stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True, cwd=workdir)
-
-
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory, pg_server):
     d = tmp_path_factory.mktemp("chart-hub")
+    cluster = KmockCluster(d).start()
+    cluster.controllers.append(JobController(cluster))
+    kubeconfig = str(cluster.write_kubeconfig(d / "kubeconfig", NAMESPACE))
     hub_port, service_port = free_port(), free_port()
     objs = render(d, f"hub.apiUrl=http://127.0.0.1:{hub_port}/hub/api", f"service.port={service_port}",
                   f"database.url={pg_server.create_database()}", "hub.admins={ada}", "hub.notebookWatch=false",
                   "metrics.serviceMonitor.enabled=true",
-                  values={"service": {"queues": QUEUES, "cycleInterval": 0.5}})
+                  values={"service": {"queues": QUEUES, "cycleInterval": 0.5}, "inventory": {"interval": 0.5}})
     secrets = secret_data(objs)
     snippet = one(objs, "ConfigMap", name="t-computehub")["data"]["computehub_hub_config.py"]
     tokens = {"COMPUTEHUB_API_TOKEN": secrets["api-token"], "COMPUTEHUB_SPAWNER_TOKEN": secrets["spawner-token"],
@@ -111,18 +88,25 @@ def deployed(tmp_path_factory, pg_server):
               "COMPUTEHUB_INVENTORY_TOKEN": secrets["inventory-token"]}
     hub = ChartHub(d, snippet, tokens)
     hub.hub_port, hub.service_port = hub_port, service_port
-    service = service_process(objs, d, service_port)
+    hub.cluster = cluster
+    # The cluster's DNS name of the service, and 0.0.0.0 (tests listen on 127.0.0.1 only).
+    hosts = {f"t-computehub.{NAMESPACE}.svc": "127.0.0.1", "0.0.0.0": "127.0.0.1"}
+    # The pods' service accounts: a kubeconfig to the emulated API server.
+    procs = [container_process(objs, "service", d, hosts=hosts),
+             container_process(objs, "launcher", d, hosts=hosts, config={
+                 "launcher_config.json": {"KubeLauncher": {"kubeconfig": kubeconfig},
+                                          "LauncherApp": {"poll_interval": 0.3}}}),
+             container_process(objs, "inventory", d, hosts=hosts, config={
+                 "inventory_config.json": {"InventoryApp": {"kubeconfig": kubeconfig}}})]
+    assert (d / "service" / "srv_computehub" / "cookie_secret").read_text() == secrets["cookie-secret"]
     try:
         hub.start()
         yield hub, objs
     finally:
         hub.stop()
-        os.killpg(service.pid, signal.SIGTERM)
-        try:
-            service.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(service.pid, signal.SIGKILL)
-        service.wait(5)
+        for p in procs:
+            stop(p)
+        cluster.stop()
 
 
 def test_users_reach_the_charts_service_with_its_queues(deployed):
@@ -176,3 +160,48 @@ def test_prometheus_scrapes_what_the_dashboard_plots_with_a_token_good_for_nothi
         if f.type == "histogram":
             served |= {f.name + s for s in ("_bucket", "_sum", "_count")}
     assert len(wanted) >= 8 and wanted <= served, wanted - served
+
+
+def kube_node(name: str, gpus: int) -> dict:
+    alloc = {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": str(gpus)}
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
+                                                  "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}},
+            "spec": {}, "status": {"allocatable": alloc, "capacity": dict(alloc),
+                                   "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def test_a_cluster_node_runs_a_job_through_the_charts_inventory_and_launcher(deployed):
+    """The inventory pod registers the cluster's node; alice's training job is admitted onto it and
+    the launcher pod runs it as a Job in the release namespace, as the chart configured it."""
+    from kube_controllers import create
+    hub, objs = deployed
+    hub.cluster.run(create(hub.cluster, "/api/v1/nodes", kube_node("gpu-node-1", 4)))
+    node = wait_for("the inventory registers the node", lambda: {
+        n["name"]: n for n in hub.call("GET", "/nodes", hub.tokens["ada"]).json()["nodes"]}.get("gpu-node-1"))
+    assert node["gpus"] == 4 and node["gpu_model"] == "a100" and node["labels"]["computehub/source"] == "kubernetes"
+    body = {"kind": "training", "queue": "vision", "resources": {"gpu": 1, "cpu": 2, "memory": "8Gi"},
+            "metadata": {"job": {"command": ["python", "train.py"]}}}
+    r = hub.call("POST", "/workloads", hub.tokens["alice"], json=body)
+    assert r.status_code == 201, r.text
+    wid = r.json()["id"]
+
+    def job():
+        jobs = [o for o in hub.cluster.objects("jobs", NAMESPACE)
+                if o["metadata"]["labels"].get("computehub/workload") == wid]
+        return jobs[0] if jobs else None
+    j = wait_for("the launcher's Job", job)
+    spec = j["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in spec["containers"][0].get("env", [])}
+    assert spec["nodeName"] == "gpu-node-1" and spec["priorityClassName"] == "computehub-training"
+    assert spec["terminationGracePeriodSeconds"] == 30
+    assert env["COMPUTEHUB_URL"] == f"http://t-computehub.{NAMESPACE}.svc:{hub.service_port}/services/computehub"
+    running = wait_for("running", lambda: (w := hub.call("GET", f"/workloads/{wid}", hub.tokens["alice"]).json())
+                       ["state"] == "running" and w)
+    assert running["placement"][0]["node"] == "gpu-node-1"
+    hub.cluster.run(patch_status(hub.cluster, f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs/ch-{wid}/status",
+                                 {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}))
+    done = wait_for("finished", lambda: (w := hub.call("GET", f"/workloads/{wid}", hub.tokens["alice"]).json())
+                    ["state"] in ("finished", "failed") and w)
+    assert done["state"] == "finished" and done["exit_code"] == 0, done
+    hub.cluster.check()
