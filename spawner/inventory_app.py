@@ -23,7 +23,7 @@ from .service_app import ServiceClientApp
 from .service_client import ServiceError
 
 NODES_SCOPE = "custom:computehub:nodes"
-K8S_TIMEOUT = 30    # seconds a list of the cluster's nodes may take
+K8S_TIMEOUT = 30    # seconds one list of the cluster's nodes or pods may take
 
 
 class Fatal(Exception):
