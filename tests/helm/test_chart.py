@@ -150,7 +150,7 @@ def test_the_hub_side_configures_jupyterhub_with_the_secrets_tokens(tmp_path, mo
     notes = helm("install", "t", str(CHART), "--namespace", NAMESPACE, "--dry-run=client",
                  "--set", "hub.admins={ada}", tmp=tmp_path)
     assert notes.returncode == 0, notes.stderr
-    z2jh = yaml.safe_load(notes.stdout.split("NOTES:", 1)[1].split("\n\n")[2])
+    z2jh = yaml.safe_load(re.search(r"^hub:\n.*?(?=\n\n)", notes.stdout.split("NOTES:", 1)[1], re.S | re.M).group(0))
     env = {}
     for name, ref in z2jh["hub"]["extraEnv"].items():
         key = ref["valueFrom"]["secretKeyRef"]
@@ -184,8 +184,7 @@ def test_the_hub_side_configures_jupyterhub_with_the_secrets_tokens(tmp_path, mo
     assert c.QueuedKubeSpawner.pod_computehub_url == f"http://t-computehub.{NAMESPACE}.svc:10101/services/computehub"
     # Notebooks may reach the service through z2jh's NetworkPolicy, and the service's admits them.
     egress = z2jh["singleuser"]["networkPolicy"]["egress"][0]
-    svc_labels = pod_spec(one(objs, "Deployment", component="service")) and \
-        one(objs, "Deployment", component="service")["spec"]["template"]["metadata"]["labels"]
+    svc_labels = one(objs, "Deployment", component="service")["spec"]["template"]["metadata"]["labels"]
     assert egress["to"][0]["podSelector"]["matchLabels"].items() <= svc_labels.items()
     ingress = one(objs, "NetworkPolicy", component="service")["spec"]["ingress"][0]["from"]
     assert any(e.get("key") == "component" and "singleuser-server" in e["values"]
