@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from scheduler import NotFound, ValidationError
+from scheduler import Conflict, NotFound, ValidationError
 from scheduler.ledger import GROUPS
 from scheduler.model import HOLDING, PENDING
 
@@ -161,6 +161,10 @@ class NodeHandler(BaseHandler):
         for k, v in body.items():
             if not isinstance(v, bool):
                 raise ValidationError(f"{k} must be true or false")
+        if body.get("draining") is False and views.cordoned(self._node(name).spec):
+            # The inventory would drain it again at its next sync: the cordon is Kubernetes'.
+            raise Conflict(f"node {name} drains because it is cordoned in Kubernetes: "
+                           f"'kubectl uncordon {name}' lifts it (the inventory then undrains it here)")
         self.service.sched.set_node_flags(name, actor=caller.name, **body)
         self.service.changed()
         st = self.service.sched.state

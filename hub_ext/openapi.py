@@ -190,7 +190,12 @@ def document(version: str) -> dict:
                 "Node": {"type": "object", "properties": {
                     "name": _NAME, "gpus": {"type": "integer", "minimum": 0, "maximum": 64},
                     "gpu_model": {"type": "string", "nullable": True}, "cpu": _QUANTITY, "memory": _QUANTITY,
-                    "labels": _LABELS, "healthy": {"type": "boolean"}, "draining": {"type": "boolean"}}},
+                    "labels": _LABELS, "healthy": {"type": "boolean"}, "draining": {"type": "boolean"},
+                    "source": {"type": "string", "enum": ["kubernetes", "registered"], "readOnly": True,
+                               "description": "kubernetes: kept in step with the cluster by computehub-inventory"},
+                    "cordoned": {"type": "boolean", "readOnly": True,
+                                 "description": "draining because it is cordoned in Kubernetes: only an "
+                                                "uncordon there lifts it (undraining it here is a 409)"}}},
                 "NodeFlags": {"type": "object", "additionalProperties": False, "properties": {
                     "healthy": {"type": "boolean"}, "draining": {"type": "boolean"}}},
                 "NodeList": {"type": "object"},

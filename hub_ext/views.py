@@ -30,8 +30,20 @@ def queue(spec, tree, counts: dict) -> dict:
     return d
 
 
+# Labels the Kubernetes inventory (spawner/inventory_kube.py) puts on the nodes it registers.
+KUBE_SOURCE = ("computehub/source", "kubernetes")
+KUBE_CORDONED = ("computehub/cordoned", "true")
+
+
+def cordoned(spec) -> bool:
+    """Draining because Kubernetes cordoned the node (only an uncordon there lifts it)."""
+    return spec.draining and spec.labels.get(KUBE_CORDONED[0]) == KUBE_CORDONED[1]
+
+
 def node(n, holders: list[Workload]) -> dict:
     d = n.spec.to_dict()
+    d["source"] = "kubernetes" if n.spec.labels.get(KUBE_SOURCE[0]) == KUBE_SOURCE[1] else "registered"
+    d["cordoned"] = cordoned(n.spec)
     d["free_gpus"] = list(n.free_gpus)
     d["free_cpu"] = f"{n.free_cpu}m"
     d["free_memory"] = n.free_memory

@@ -106,6 +106,22 @@ def test_admin_edits_quota_and_drains_node(admin_hub, browser, tmp_path):
         assert hub.call("GET", "/nodes/gpu-b", ada).json()["draining"] is True
         assert hub.call("GET", "/nodes/gpu-a", ada).json()["draining"] is False
 
+        # A node the Kubernetes inventory drains for a cordon: only an uncordon lifts it.
+        kube = {"gpus": 8, "gpu_model": "a100", "cpu": 64, "memory": "512Gi", "draining": True,
+                "labels": {"computehub/source": "kubernetes", "computehub/cordoned": "true"}}
+        assert hub.call("PUT", "/nodes/kube-1", ada, json=kube).status_code == 201
+        page.reload()
+        row = page.locator("#node-kube-1")
+        sync_api.expect(row.locator(".badge.kube")).to_have_text("Kubernetes")
+        sync_api.expect(row.locator(".drain-state")).to_have_text("draining (cordoned in Kubernetes)")
+        sync_api.expect(row).to_contain_text("kubectl uncordon kube-1")
+        assert row.locator("button:has-text('Undrain')").count() == 0
+        assert page.locator("#node-gpu-a .badge.kube").count() == 0
+        r = hub.call("PATCH", "/nodes/kube-1", ada, json={"draining": False})
+        assert r.status_code == 409 and "kubectl uncordon kube-1" in r.json()["message"], r.text
+        assert hub.call("GET", "/nodes/kube-1", ada).json()["draining"] is True
+        assert hub.call("DELETE", "/nodes/kube-1", ada).status_code == 200
+
         # Reject a request that waits for approval, with a reason.
         carol = hub.tokens["carol"]
         big = hub.call("POST", "/workloads", carol, json={"queue": "nlp", "resources": {"gpu": 4}, "workers": 2})
