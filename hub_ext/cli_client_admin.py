@@ -187,7 +187,8 @@ def _gib(n) -> str:
 
 def _node_state(n: dict) -> str:
     states = [s for s, on in (("unhealthy", not n.get("healthy", True)), ("draining", n.get("draining")),
-                              ("simulated", n.get("simulated"))) if on]
+                              ("cordoned", n.get("cordoned")), ("simulated", n.get("simulated")),
+                              ("kubernetes", n.get("source") == "kubernetes")) if on]
     return ",".join(states) or "ok"
 
 

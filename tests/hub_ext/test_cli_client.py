@@ -181,6 +181,20 @@ def test_admin_drains_and_undrains_a_node(hub):
         hub.call("PATCH", "/nodes/gpu-b", hub.tokens["ada"], json={"draining": False})
 
 
+def test_a_node_cordoned_in_kubernetes_is_shown_so_and_not_undrained_here(hub):
+    kube = {"gpus": 2, "gpu_model": "a100", "cpu": 16, "memory": "64Gi", "draining": True,
+            "labels": {"computehub/source": "kubernetes", "computehub/cordoned": "true"}}
+    assert hub.call("PUT", "/nodes/kube-c", hub.tokens["ada"], json=kube).status_code == 201
+    try:
+        row = next(r for r in ok(cli(hub, "ada", "nodes")).splitlines() if r.startswith("kube-c"))
+        assert "draining,cordoned,kubernetes" in row
+        line = one_line_error(cli(hub, "ada", "nodes", "undrain", "kube-c"))
+        assert "cordoned in Kubernetes" in line and "kubectl uncordon kube-c" in line
+        assert hub.call("GET", "/nodes/kube-c", hub.tokens["ada"]).json()["draining"] is True
+    finally:
+        hub.call("DELETE", "/nodes/kube-c", hub.tokens["ada"])
+
+
 def test_usage(hub):
     data = json.loads(ok(cli(hub, "alice", "usage", "--json", "--since", "1d", "--by", "queue")))
     assert data["by"] == "queue" and isinstance(data["rows"], list)
