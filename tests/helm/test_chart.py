@@ -66,6 +66,11 @@ def test_no_pod_may_do_more_than_it_needs(objs):
             assert sc["capabilities"]["drop"] == ["ALL"] and "add" not in sc["capabilities"]
             assert not sc.get("privileged")
             assert c["resources"]["requests"] and c["resources"]["limits"]["memory"]
+            # The root file system is read-only: whatever writes to $HOME or /tmp writes to a volume.
+            mounted = {m["mountPath"] for m in c["volumeMounts"]}
+            assert "/tmp" in mounted, (o["metadata"]["name"], mounted)
+            home = {e["name"]: e.get("value") for e in c.get("env", [])}.get("HOME")
+            assert home is None or any(home == p or home.startswith(p + "/") for p in mounted), home
     # Only the launcher and the inventory talk to the Kubernetes API.
     service, pg = one(objs, "Deployment", component="service"), one(objs, "StatefulSet")
     assert pod_spec(service)["automountServiceAccountToken"] is False
