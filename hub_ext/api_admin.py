@@ -153,7 +153,7 @@ class NodeHandler(BaseHandler):
         """Drain/undrain or mark health: ``{"draining": true}``, ``{"healthy": false}``."""
         caller = self.caller
         self.require(caller.manages_nodes, NODES)
-        self._node(name)
+        node = self._node(name)
         body = self.json_body()
         unknown = set(body) - {"draining", "healthy"}
         if unknown or not body:
@@ -161,7 +161,7 @@ class NodeHandler(BaseHandler):
         for k, v in body.items():
             if not isinstance(v, bool):
                 raise ValidationError(f"{k} must be true or false")
-        if body.get("draining") is False and views.cordoned(self._node(name).spec):
+        if body.get("draining") is False and views.cordoned(node.spec):
             # The inventory would drain it again at its next sync: the cordon is Kubernetes'.
             raise Conflict(f"node {name} drains because it is cordoned in Kubernetes: "
                            f"'kubectl uncordon {name}' lifts it (the inventory then undrains it here)")
