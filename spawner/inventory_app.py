@@ -77,7 +77,9 @@ class KubeInventory(LoggingConfigurable):
     async def _kube_list(self, what: str, **kw) -> list[dict]:
         try:
             core = await self.kube_core()
-            result = await getattr(core, what)(_request_timeout=K8S_TIMEOUT, **kw)
+            # resource_version "0": served from the API server's watch cache, not from etcd; a
+            # few seconds' staleness is nothing to a sync every interval.
+            result = await getattr(core, what)(_request_timeout=K8S_TIMEOUT, resource_version="0", **kw)
         except Exception as e:      # ApiException, a timeout, an unreachable or unconfigured API
             text = str(e).strip()
             raise KubeError(text.splitlines()[0] if text else type(e).__name__) from e
@@ -91,8 +93,8 @@ class KubeInventory(LoggingConfigurable):
         """Per node, what the running pods ComputeHub did not place request (none when not counted)."""
         if not self.count_other_pods:
             return {}
-        pods = await self._kube_list("list_pod_for_all_namespaces",
-                                     field_selector="status.phase!=Succeeded,status.phase!=Failed")
+        pods = await self._kube_list("list_pod_for_all_namespaces",   # bound to a node, not ended
+                                     field_selector="spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed")
         return foreign_use(pods, self.gpu_resource)
 
     def kube_spec(self, node: dict, foreign: dict[str, tuple[int, int, int]]) -> dict:
