@@ -54,4 +54,4 @@ def secret_data(objs: list[dict]) -> dict[str, str]:
 
 
 def pod_spec(obj: dict) -> dict:
-    return obj["spec"]["template"]["spec"]
+    return obj["spec"] if obj["kind"] == "Pod" else obj["spec"]["template"]["spec"]

@@ -1,4 +1,4 @@
-"""Run a container of a rendered Deployment as a local process: its command, its environment
+"""Run the container of a rendered Deployment (or Pod) as a local process: its command, its environment
 (secrets resolved from the rendered Secret), its mounts (the ConfigMap's files, emptyDirs and
 Secret files) as folders under a work folder. What a cluster would provide is swapped at the
 narrowest point, by the caller: the cluster's DNS names (``hosts``: name → 127.0.0.1:port) and
@@ -20,7 +20,9 @@ from chart import one, pod_spec, secret_data
 def container_process(objs: list[dict], component: str, workdir: Path, *, hosts: dict[str, str],
                       config: dict | None = None) -> subprocess.Popen:
     """``config``: {file name: {class: {setting: value}}} merged into that JSON config file."""
-    spec = pod_spec(one(objs, "Deployment", component=component))
+    kind = "Pod" if any(o["kind"] == "Pod" and o["metadata"]["labels"].get("app.kubernetes.io/component") == component
+                        for o in objs) else "Deployment"
+    spec = pod_spec(one(objs, kind, component=component))
     container = spec["containers"][0]
     secrets = secret_data(objs)
     volumes = {v["name"]: v for v in spec.get("volumes", [])}

@@ -30,7 +30,7 @@ def objs(tmp_path_factory):
 
 
 def workloads(objs):
-    return [o for o in objs if o["kind"] in ("Deployment", "StatefulSet")]
+    return [o for o in objs if o["kind"] in ("Deployment", "StatefulSet", "Pod")]
 
 
 def test_helm_lint_strict(tmp_path):
@@ -49,7 +49,7 @@ def test_every_object_validates_against_kubernetes(objs):
 
 def test_no_pod_may_do_more_than_it_needs(objs):
     assert {o["metadata"]["labels"]["app.kubernetes.io/component"] for o in workloads(objs)} == \
-        {"service", "launcher", "inventory", "postgresql"}
+        {"service", "launcher", "inventory", "postgresql", "test"}
     for o in workloads(objs):
         spec = pod_spec(o)
         assert spec["securityContext"]["runAsNonRoot"] is True
@@ -176,6 +176,7 @@ def test_the_hub_side_configures_jupyterhub_with_the_secrets_tokens(tmp_path, mo
     assert services["computehub"]["api_token"] == tokens["api-token"]
     assert services["computehub-launcher"] == {"name": "computehub-launcher", "api_token": tokens["launcher-token"]}
     assert services["computehub-inventory"]["api_token"] == tokens["inventory-token"]
+    assert services["computehub-metrics"]["api_token"] == tokens["metrics-token"]    # helm test's token too
     assert services["computehub-spawner"] == {"name": "computehub-spawner", "api_token": tokens["spawner-token"]}
     assert c.QueueingMixin.computehub_token == tokens["spawner-token"]
     assert len({tokens[k] for k in ("api-token", "spawner-token", "launcher-token", "inventory-token",
@@ -223,7 +224,7 @@ def test_optional_parts_can_be_left_out(tmp_path):
     objs = render(tmp_path, "launcher.enabled=false", "inventory.enabled=false", "priorityClasses.create=false",
                   "networkPolicy.enabled=false", "metrics.dashboard.enabled=true", "metrics.serviceMonitor.enabled=true")
     assert {o["metadata"]["labels"]["app.kubernetes.io/component"] for o in workloads(objs)} == \
-        {"service", "postgresql"}
+        {"service", "postgresql", "test"}
     assert not [o for o in objs if o["kind"] in ("Role", "ClusterRole", "PriorityClass", "NetworkPolicy")]
     snippet = config_files(objs)["computehub_hub_config.py"]
     assert "LAUNCHER_TOKEN" not in snippet and "INVENTORY_TOKEN" not in snippet and "METRICS_TOKEN" in snippet

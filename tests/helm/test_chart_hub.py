@@ -205,3 +205,18 @@ def test_a_cluster_node_runs_a_job_through_the_charts_inventory_and_launcher(dep
                     ["state"] in ("finished", "failed") and w)
     assert done["state"] == "finished" and done["exit_code"] == 0, done
     hub.cluster.check()
+
+
+def test_helm_test_checks_the_service_through_the_hubs_auth(deployed, tmp_path):
+    """The chart's `helm test` pod, run as rendered: it succeeds against the working install
+    (listing the node the inventory registered) and fails when its token is refused."""
+    hub, objs = deployed
+    hosts = {f"t-computehub.{NAMESPACE}.svc": "127.0.0.1"}
+    check = container_process(objs, "test", tmp_path, hosts=hosts)
+    assert check.wait(60) == 0, (tmp_path / "test.log").read_text()
+    out = (tmp_path / "test.log").read_text()
+    assert out.splitlines()[0].split()[0] == "NODE" and "gpu-node-1" in out, out
+    bad = [dict(o, data={**o["data"], "metrics-token": "YmFk"}) if o["kind"] == "Secret" else o for o in objs]
+    refused = container_process(bad, "test", tmp_path / "bad", hosts=hosts)
+    assert refused.wait(60) != 0
+    assert "computehub: error:" in (tmp_path / "bad" / "test.log").read_text()

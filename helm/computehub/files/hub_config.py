@@ -17,9 +17,7 @@ configure_jupyterhub(
 {{- if .Values.inventory.enabled }}
     inventory_api_token=os.environ["COMPUTEHUB_INVENTORY_TOKEN"],
 {{- end }}
-{{- if .Values.metrics.serviceMonitor.enabled }}
     metrics_api_token=os.environ["COMPUTEHUB_METRICS_TOKEN"],
-{{- end }}
     admins=json.loads({{ .Values.hub.admins | toJson | toJson }}),
     team_leads=json.loads({{ .Values.hub.teamLeads | toJson | toJson }}),
     notebook_watch=json.loads({{ .Values.hub.notebookWatch | toJson | toJson }}),
