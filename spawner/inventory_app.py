@@ -24,6 +24,7 @@ from .service_client import ServiceError
 
 NODES_SCOPE = "custom:computehub:nodes"
 K8S_TIMEOUT = 30    # seconds one list of the cluster's nodes or pods may take
+WATCH_SETTLE = 0.5  # seconds after a Node event before syncing: a burst of events makes one sync
 
 
 class Fatal(Exception):
@@ -53,6 +54,9 @@ class KubeInventory(LoggingConfigurable):
     count_other_pods = Bool(True, config=True, help="""Take what running pods ComputeHub did not place request
         (DaemonSets, the hub and proxy, system pods, GPU work outside ComputeHub) off each node's CPU, memory
         and GPUs, so that the kubelet never refuses a pod ComputeHub placed (needs list on pods, cluster-wide).""")
+    watch_nodes = Bool(True, config=True, help="""Also watch the Nodes between syncs, so that a cordon, a node
+        going NotReady or a new node reaches ComputeHub within a second, not at the next sync: ComputeHub
+        binds pods to nodes itself, and a cordon alone does not stop that (bool).""")
     draining_taints = List(Unicode(), list(DRAINING_TAINTS), config=True, help="""Taint keys that make a node
         draining (no new work) when their effect is NoSchedule or NoExecute; a cordoned node
         (spec.unschedulable) always is.""")
@@ -102,6 +106,33 @@ class KubeInventory(LoggingConfigurable):
                          memory_label=self.memory_label, default_model=self.default_model or None,
                          draining_taints=tuple(self.draining_taints))
         return less_foreign(spec, foreign.get(spec["name"]))
+
+    async def watch_node_changes(self, changed: asyncio.Event) -> None:
+        """Set ``changed`` when a selected Node comes, goes, or changes what ComputeHub reads of it
+        (a kubelet's heartbeats do not count), for ever; after an error, watch again a little
+        later (the periodic sync goes on regardless)."""
+        from kubernetes_asyncio import watch
+        seen: dict[str, dict | None] = {}
+        while True:
+            try:
+                core = await self.kube_core()
+                async with watch.Watch() as w:
+                    async for event in w.stream(core.list_node, label_selector=self.label_selector,
+                                                timeout_seconds=300):
+                        node = self._client.sanitize_for_serialization(event["object"])
+                        name = (node.get("metadata") or {}).get("name")
+                        try:
+                            now = None if event["type"] == "DELETED" else self.kube_spec(node, {})
+                        except NodeSkipped:
+                            now = None
+                        if name not in seen or seen[name] != now:
+                            seen[name] = now
+                            changed.set()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001 - a watch that breaks is started again
+                self.log.debug("node watch ended (%s); watching again", e)
+                await asyncio.sleep(min(self.interval, 5.0))
 
     async def kube_close(self) -> None:
         if self._client is not None:
@@ -228,8 +259,12 @@ class InventoryApp(ServiceClientApp, KubeInventory):
                       self.gpu_resource, self.model_label, self.kubeconfig or "in-cluster", self.computehub_url,
                       "once" if self.once else f"every {self.interval:g} s")
         later = "" if self.once else f"; retrying in {self.interval:g} s"
+        changed = asyncio.Event()
+        watcher = (asyncio.ensure_future(self.watch_node_changes(changed))
+                   if self.watch_nodes and not self.once else None)
         try:
             while not stop.is_set():
+                changed.clear()
                 try:
                     ok = await self.sync()
                 except Fatal as e:
@@ -248,13 +283,25 @@ class InventoryApp(ServiceClientApp, KubeInventory):
                 if self.once:
                     self.exit_code = 0 if ok else 1
                     return
-                try:
-                    await asyncio.wait_for(stop.wait(), self.interval)
-                except asyncio.TimeoutError:
-                    pass
+                await self.wait_for_next_sync(stop, changed)
             self.log.info("ComputeHub inventory stopped")
         finally:
+            if watcher is not None:
+                watcher.cancel()
+                await asyncio.gather(watcher, return_exceptions=True)
             await self.kube_close()
+
+    async def wait_for_next_sync(self, stop: asyncio.Event, changed: asyncio.Event) -> None:
+        """Until the interval has passed, a Node changed (a beat later, so a burst is one sync),
+        or the app is told to stop."""
+        waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(changed.wait())]
+        try:
+            await asyncio.wait(waits, timeout=self.interval, return_when=asyncio.FIRST_COMPLETED)
+            if changed.is_set() and not stop.is_set():
+                await asyncio.sleep(WATCH_SETTLE)
+        finally:
+            for f in waits:
+                f.cancel()
 
     def start(self):
         asyncio.run(self.run())

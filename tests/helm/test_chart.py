@@ -77,7 +77,7 @@ def test_no_pod_may_do_more_than_it_needs(objs):
     assert pod_spec(pg)["automountServiceAccountToken"] is False
     # The inventory may list nodes and pods, nothing else, anywhere.
     rules = one(objs, "ClusterRole")["rules"]
-    assert rules == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]},
+    assert rules == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]},
                      {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
     binding = one(objs, "ClusterRoleBinding")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "t-computehub-inventory",
@@ -199,7 +199,8 @@ def test_the_hub_side_configures_jupyterhub_with_the_secrets_tokens(tmp_path, mo
 
 def test_the_inventory_lists_no_pods_when_it_does_not_count_them(tmp_path):
     objs = render(tmp_path, "inventory.countOtherPods=false")
-    assert one(objs, "ClusterRole")["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}]
+    assert one(objs, "ClusterRole")["rules"] == [{"apiGroups": [""], "resources": ["nodes"],
+                                                  "verbs": ["list", "watch"]}]
     assert json.loads(config_files(objs)["inventory_config.json"])["InventoryApp"]["count_other_pods"] is False
 
 
