@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -227,6 +228,13 @@ def test_one_node_the_service_refuses_does_not_stop_the_others(hub):
     kube(hub, "DELETE", long)
 
 
+def node_lists(hub) -> int:
+    """How many times the cluster's nodes were listed (each sync lists them once; watches aside)."""
+    return sum(1 for method, path, query, _ in hub.cluster.requests()
+               if method == "GET" and path == "/api/v1/nodes" and str(query.get("watch", "")).lower() not in
+               ("true", "1"))
+
+
 def test_it_follows_the_nodes_as_they_change_until_sigterm(hub, tmp_path):
     """Syncs every 10 minutes, so what arrives within the test arrives through the Node watch:
     a new node, its cordon, its removal, each within seconds."""
@@ -238,6 +246,13 @@ def test_it_follows_the_nodes_as_they_change_until_sigterm(hub, tmp_path):
     try:
         register(hub, kube_node("kube-a100-3", 8, "NVIDIA-A100-SXM4-80GB"))
         wait_for("the new node", lambda: "kube-a100-3" in nodes(hub), 30)
+        # A kubelet's heartbeat changes nothing ComputeHub reads: no sync (no list of the nodes).
+        time.sleep(1.5)
+        syncs = node_lists(hub)
+        for beat in ("2026-01-01T00:00:10Z", "2026-01-01T00:00:20Z"):
+            kube(hub, "PATCH", "kube-a100-3", {"status": {"conditions": [dict(READY[0], lastHeartbeatTime=beat)]}})
+        time.sleep(2.0)
+        assert node_lists(hub) == syncs
         kube(hub, "PATCH", "kube-a100-3", {"spec": {"unschedulable": True}})
         wait_for("it to drain", lambda: nodes(hub)["kube-a100-3"]["draining"], 30)
         kube(hub, "DELETE", "kube-a100-3")
