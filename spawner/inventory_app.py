@@ -19,6 +19,7 @@ from traitlets.config import LoggingConfigurable
 
 from .inventory_kube import DRAINING_TAINTS, NodeSkipped, diff, node_spec, what_changed
 from .inventory_pods import foreign_use, less_foreign
+from .kube_client import api_client
 from .service_app import ServiceClientApp
 from .service_client import ServiceError
 
@@ -65,16 +66,7 @@ class KubeInventory(LoggingConfigurable):
 
     async def kube_core(self):
         if self._client is None:
-            from kubernetes_asyncio import client, config
-            conf = client.Configuration()
-            if self.kubeconfig:
-                await config.load_kube_config(config_file=self.kubeconfig, client_configuration=conf)
-            else:       # as KubeLauncher.api(): in a pod its service account, else the user's kubeconfig
-                try:
-                    config.load_incluster_config(client_configuration=conf)
-                except config.ConfigException:
-                    await config.load_kube_config(client_configuration=conf)
-            self._client = client.ApiClient(configuration=conf)
+            self._client = await api_client(self.kubeconfig)
         from kubernetes_asyncio.client import CoreV1Api
         return CoreV1Api(self._client)
 

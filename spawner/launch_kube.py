@@ -22,6 +22,7 @@ import os
 from traitlets import Dict, Integer, Unicode, default
 
 from .kube import LABEL_PREFIX, label_value
+from .kube_client import api_client
 from .kube_manifests import (RUN_ANNOTATION, SUFFIXES, Settings, describe, endpoint_of, inference_manifests,
                              name_of, placement_nodes, run_of, template_from, training_manifests)
 from .launch_base import Ended, LaunchError, LauncherBackend, StartLater, job_of
@@ -74,15 +75,8 @@ class KubeLauncher(LauncherBackend):
     async def api(self):
         """(CoreV1Api, BatchV1Api, AppsV1Api) on one client, configured once."""
         if self._api is None:
-            from kubernetes_asyncio import client, config
-            if self.kubeconfig:         # a file named in the settings wins over the pod's account
-                await config.load_kube_config(config_file=self.kubeconfig)
-            else:
-                try:
-                    config.load_incluster_config()
-                except config.ConfigException:
-                    await config.load_kube_config()
-            c = client.ApiClient()
+            from kubernetes_asyncio import client
+            c = await api_client(self.kubeconfig)
             self._api = {"core": client.CoreV1Api(c), "batch": client.BatchV1Api(c), "apps": client.AppsV1Api(c),
                          "client": c}
         return self._api

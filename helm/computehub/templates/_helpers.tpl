@@ -28,11 +28,6 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
 {{- end -}}
 
-{{/* The JupyterHub service name; its URLs are /services/<name>/. */}}
-{{- define "computehub.serviceName" -}}
-{{- .Values.hub.serviceName -}}
-{{- end -}}
-
 {{/* Where pods in the cluster reach the service directly (not through the proxy). */}}
 {{- define "computehub.inClusterUrl" -}}
 {{- printf "http://%s.%s.svc:%d/services/%s" (include "computehub.fullname" .) .Release.Namespace (int .Values.service.port) .Values.hub.serviceName -}}
