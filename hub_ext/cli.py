@@ -78,7 +78,8 @@ class ComputeHub(Command):
     description = ("ComputeHub: one quota-and-priority GPU scheduler for JupyterHub. "
                    "Run 'computehub <command> --help' for a command's options.")
     examples = """
-computehub demo                          # watch the scheduler replay a small real trace
+computehub demo                          # the whole platform on 127.0.0.1 (a hub, the service, demo users)
+computehub demo --replay                 # watch the scheduler replay a small real trace
 computehub simulate --trace cluster05.csv --compare
 computehub simulate --trace sample --policy sjf --json
 """

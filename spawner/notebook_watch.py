@@ -53,8 +53,9 @@ class NotebookWatch(Application):
     description = "Reclaim idle GPU notebooks and withdraw notebook workloads whose server is gone."
 
     hub_api_url = Unicode(config=True, help="The hub's REST API (default: $JUPYTERHUB_API_URL).")
-    api_token = Unicode(config=True, help="Hub token with read:users:activity, read:servers, delete:servers "
-                                          "and servers, plus ComputeHub's submit-on-behalf "
+    api_token = Unicode(config=True, help="Hub token with list:users, read:users:name, read:users:activity, "
+                                          "read:servers, delete:servers and servers, plus ComputeHub's "
+                                          "submit-on-behalf "
                                           "(default: $JUPYTERHUB_API_TOKEN).")
     computehub_url = Unicode(config=True, help="ComputeHub's URL (…/services/computehub); default "
                                                "$COMPUTEHUB_URL.")
