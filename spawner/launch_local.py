@@ -195,9 +195,9 @@ class LocalLauncher(LauncherBackend):
         master_port = free_port(self.host)
         env0 = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": os.environ.get("LANG", "C.UTF-8"),
                 "PYTHONUNBUFFERED": "1"}
-        if self.job_computehub_url:
-            env0["COMPUTEHUB_URL"] = self.job_computehub_url
         env0.update(job.env)
+        if self.job_computehub_url:     # the launcher's, as on Kubernetes: the job's reports go there
+            env0["COMPUTEHUB_URL"] = self.job_computehub_url
         env0.update({"HOME": base, "USER": pw.pw_name if pw else user,
                      "LOGNAME": pw.pw_name if pw else user, "COMPUTEHUB_WORKLOAD_ID": wid,
                      CHECKPOINT_ENV: ckpt, "WORLD_SIZE": str(n), "LOCAL_WORLD_SIZE": str(n),

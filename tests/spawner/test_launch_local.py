@@ -74,7 +74,8 @@ def test_environment_rank_gpus_checkpoint_and_reserved_names(root):
             "open('env-' + os.environ['RANK'], 'w').write(repr({k: os.environ.get(k) for k in keys}))")
     w = workload("w1", py(code), root, workers=2, env={"FOO": "bar", "CUDA_VISIBLE_DEVICES": "0,1,2,3",
                                                        "RANK": "7", "COMPUTEHUB_CHECKPOINT_DIR": "/",
-                                                       "COMPUTEHUB_REPORT_TOKEN": "chrt_mine"})
+                                                       "COMPUTEHUB_REPORT_TOKEN": "chrt_mine",
+                                                       "COMPUTEHUB_URL": "http://elsewhere.example"})
     w["report_token"] = "chrt_from_the_service"
 
     async def go():
@@ -90,7 +91,7 @@ def test_environment_rank_gpus_checkpoint_and_reserved_names(root):
     assert len({e["MASTER_PORT"] for e in envs}) == 1
     assert {e["FOO"] for e in envs} == {"bar"} and {e["COMPUTEHUB_WORKLOAD_ID"] for e in envs} == {"w1"}
     assert {e["COMPUTEHUB_REPORT_TOKEN"] for e in envs} == {"chrt_from_the_service"}   # not the user's
-    assert {e["COMPUTEHUB_URL"] for e in envs} == {"http://hub.example/services/computehub"}
+    assert {e["COMPUTEHUB_URL"] for e in envs} == {"http://hub.example/services/computehub"}  # the launcher's
     ckpt = envs[0]["COMPUTEHUB_CHECKPOINT_DIR"]
     assert ckpt == str(root / "homes" / "alice" / ".computehub" / "checkpoints" / "w1") and os.path.isdir(ckpt)
 
