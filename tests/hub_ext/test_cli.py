@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -64,6 +65,9 @@ def test_replay_demo_shows_policies_and_explanations():
     assert r.returncode == 0, r.stderr
     assert "fifo" in r.stdout and "default" in r.stdout
     assert "why:" in r.stdout and "ETA:" in r.stdout and "position" in r.stdout
+    # The first in line, by the order its positions are counted in; it declared an estimate.
+    assert "\n    position 1 of " in r.stdout and re.search(r"declared [\d.]+ h, runs [\d.]+ h", r.stdout)
+    assert re.search(r"GPU-h lost to preemption +0\.0 +[1-9]", r.stdout), r.stdout   # preemption is charged
     # Work larger than its team's guarantee would start on borrowed GPUs: a lower bound.
     assert "ETA:  in at least " in r.stdout and "at the earliest: it would start on GPUs beyond" in r.stdout
 
