@@ -68,14 +68,16 @@ def parse_duration(text, option: str = "time limit") -> float:
     return seconds
 
 
-def _default_url() -> str | None:
+def default_url(service: str = SERVICE) -> str | None:
+    """$COMPUTEHUB_URL, else the service under the hub's public URL ($JUPYTERHUB_PUBLIC_HUB_URL,
+    …/hub/, which JupyterHub sets in the servers it spawns), else None."""
     env = os.environ
     if env.get("COMPUTEHUB_URL"):
         return env["COMPUTEHUB_URL"]
     hub = env.get("JUPYTERHUB_PUBLIC_HUB_URL") or ""
     if hub:
         base = hub.rstrip("/")
-        return (base[:-4] if base.endswith("/hub") else base) + "/" + SERVICE
+        return (base[:-4] if base.endswith("/hub") else base) + "/" + service
     return None
 
 
@@ -89,7 +91,7 @@ def public_service_url(url: str) -> str:
 
 class Client:
     def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30.0):
-        url = url or _default_url()
+        url = url or default_url()
         if not url:
             raise JobError("no ComputeHub service configured: $COMPUTEHUB_URL is not set (is ComputeHub "
                            "installed on this hub?)")

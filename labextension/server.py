@@ -23,6 +23,7 @@ from traitlets import Float, Int, Unicode, default
 from traitlets.config import Configurable
 
 from .gpu import GPUReader
+from .jobs import default_url
 from .service import ServiceClient, UpstreamError
 
 
@@ -31,7 +32,7 @@ class ComputeHubLab(Configurable):
 
     service_url = Unicode(config=True, help="""The ComputeHub service's URL with its prefix, e.g.
         http://127.0.0.1:10101/services/computehub. Default: $COMPUTEHUB_URL (the queued spawners set it),
-        else $JUPYTERHUB_PUBLIC_URL + services/<service_name>; '' = not configured (the endpoints say so).""")
+        else the hub's public URL ($JUPYTERHUB_PUBLIC_HUB_URL without /hub/) + services/<service_name>; '' = not configured (the endpoints say so).""")
     api_token = Unicode(config=True, help="""Token for calling the service: default $JUPYTERHUB_API_TOKEN,
         the server's own. It needs custom:computehub:submit and access:services!service=computehub
         (Spawner.server_token_scopes).""")
@@ -45,10 +46,7 @@ class ComputeHubLab(Configurable):
 
     @default("service_url")
     def _service_url(self):
-        if os.environ.get("COMPUTEHUB_URL"):
-            return os.environ["COMPUTEHUB_URL"]
-        public = os.environ.get("JUPYTERHUB_PUBLIC_URL")
-        return url_path_join(public, "services", self.service_name) if public else ""
+        return default_url(f"services/{self.service_name}") or ""
 
     @default("api_token")
     def _api_token(self):

@@ -166,5 +166,9 @@ async def test_default_service_url_from_the_spawner_environment(jp_configurable_
     assert (c.service_url, c.api_token, c.public_prefix) == (
         "http://127.0.0.1:1/services/computehub", "tok", "/hub-base/services/computehub/")
     monkeypatch.delenv("COMPUTEHUB_URL")
-    monkeypatch.setenv("JUPYTERHUB_PUBLIC_URL", "https://hub.example.org/")
-    assert ComputeHubLab().service_url == "https://hub.example.org/services/computehub"
+    # JupyterHub gives a server its own public URL and the hub's; the service hangs off the hub's root.
+    monkeypatch.setenv("JUPYTERHUB_PUBLIC_URL", "https://hub.example.org/prefix/user/alice/")
+    monkeypatch.setenv("JUPYTERHUB_PUBLIC_HUB_URL", "https://hub.example.org/prefix/hub/")
+    assert ComputeHubLab().service_url == "https://hub.example.org/prefix/services/computehub"
+    monkeypatch.delenv("JUPYTERHUB_PUBLIC_HUB_URL")
+    assert ComputeHubLab().service_url == ""        # not configured: the endpoints say so
