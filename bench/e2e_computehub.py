@@ -68,7 +68,8 @@ class ComputeHubSide:
         (self.dir / "homes").mkdir(exist_ok=True)
         cfg = self.dir / "launcher_config.py"
         cfg.write_text((self.dir / "computehub_config.py").read_text()
-                       + f"\nc.LocalLauncher.home_template = {str(self.dir / 'homes' / '{username}')!r}\n")
+                       + f"\nc.LocalLauncher.home_template = {str(self.dir / 'homes' / '{username}')!r}\n"
+                       + "c.LocalLauncher.allow_launcher_user = True\n")
         env = dict(os.environ, COMPUTEHUB_TOKEN=self.hub.launcher_token, PYTHONPATH=str(ROOT))
         self.launcher_log = open(self.dir / "launcher.log", "ab")
         self.launcher = subprocess.Popen(

@@ -149,7 +149,8 @@ class DemoApp(Command):
         OS accounts, so jobs run as this user (demo mode), in the users' homes under the data folder."""
         homes = str(data / "homes") + "/{username}"
         return (f"c.LocalLauncher.home_template = {homes!r}   # jobs run as this OS user (demo mode)\n"
-                f"c.LocalLauncher.allowed_roots = [{homes!r}]\n")
+                f"c.LocalLauncher.allowed_roots = [{homes!r}]\n"
+                "c.LocalLauncher.allow_launcher_user = True   # even as root: a demo isolates no one\n")
 
     def print_welcome(self):
         base = f"http://127.0.0.1:{self.port}"

@@ -32,6 +32,9 @@ from .process_groups import free_port, group_alive, signal_group, start_time
 # The worker's command runs under sh so its exit code lands in a file: a launcher that
 # restarts while the job runs is no longer its parent and could not learn it otherwise.
 WRAPPER = '"$@"; rc=$?; echo $rc > "$COMPUTEHUB_EXIT_FILE"; exit $rc'
+# Run as the job's OS account: its folders, no exit codes of an earlier run, the script from stdin.
+PREPARE = ('umask 022; mkdir -p -- "$1" "$2" || exit 1; rm -f -- "$1"/exit.* || exit 1; '
+           'if [ -n "$3" ]; then cat > "$3" || exit 1; fi')
 
 
 @dataclass
@@ -78,9 +81,10 @@ class LocalLauncher(LauncherBackend):
         jobs must name a working directory under allowed_roots.""")
     run_as_os_user = Bool(True, config=True, help="""When the launcher runs as root and the hub user
         has an OS account, run the job as that account (its uid, gid and groups).""")
-    allow_launcher_user = Bool(True, config=True, help="""Run jobs of users without an OS account (or
+    allow_launcher_user = Bool(config=True, help="""Run jobs of users without an OS account (or
         all jobs, when the launcher is not root) as the launcher's own user: demo mode, no isolation
-        between users. False refuses such jobs with a clear reason.""")
+        between users. False refuses such jobs with a clear reason. Default: True when the launcher
+        is not root; False when it is (such jobs would run as root: `computehub demo` turns it on).""")
     min_uid = Integer(1000, config=True, help="""OS accounts below this uid (root, system accounts)
         never run jobs: a hub user named like one is refused.""")
     state_dir = Unicode(config=True, help="""Folder where the launcher records the processes of each
@@ -99,6 +103,10 @@ class LocalLauncher(LauncherBackend):
     @default("job_computehub_url")
     def _job_computehub_url(self):
         return self.launcher_service_url()
+
+    @default("allow_launcher_user")
+    def _allow_launcher_user(self):
+        return os.getuid() != 0
 
     @default("state_dir")
     def _state_dir(self):
@@ -123,8 +131,10 @@ class LocalLauncher(LauncherBackend):
                                       "jobs do not run as such accounts")
                 return pw
         if not self.allow_launcher_user:
-            raise LaunchError(f"user {user!r} has no OS account on this machine and jobs may not run "
-                              "as the launcher's user here")
+            why = "has no OS account on this machine" if self.run_as_os_user or os.getuid() != 0 else \
+                "is not mapped to an OS account (run_as_os_user is off)"
+            raise LaunchError(f"user {user!r} {why} and jobs may not run as the launcher's user "
+                              f"({'root' if os.getuid() == 0 else 'uid %d' % os.getuid()}) here")
         return None
 
     def home_of(self, user: str, pw) -> str:
@@ -153,17 +163,35 @@ class LocalLauncher(LauncherBackend):
             raise LaunchError(f"working directory {workdir} does not exist")
         return real
 
-    def _mkdir(self, path: str, pw) -> str:
-        """Make ``path``; the folders made on the user's behalf belong to the user."""
-        missing, p = [], os.path.abspath(path)
-        while not os.path.exists(p):
-            missing.append(p)
-            p = os.path.dirname(p)
-        for p in reversed(missing):
-            os.mkdir(p, 0o755)
-            if pw is not None:
-                os.chown(p, pw.pw_uid, pw.pw_gid)
-        return path
+    async def _prepare(self, pw, run_dir: str, ckpt: str, script: str | None, text: str | None) -> None:
+        """Make the job's run and checkpoint folders, clear exit codes of an earlier run and write
+        the %%submit cell's script. For a job of an OS account this runs *as that account*: the
+        folders lie in the user's home, and a root launcher that followed a link planted there
+        would write where the user may not (a script "saved" over /etc/passwd)."""
+        if pw is None:                   # the launcher's own user: no one to trick
+            for d in (run_dir, ckpt):
+                os.makedirs(d, 0o755, exist_ok=True)
+            for name in os.listdir(run_dir):
+                if name.startswith("exit."):
+                    os.unlink(os.path.join(run_dir, name))    # from a run before a preemption
+            if script is not None:
+                with open(script, "w") as f:
+                    f.write(text)
+            return
+        proc = await asyncio.create_subprocess_exec(
+            "/bin/sh", "-c", PREPARE, "computehub-prepare", run_dir, ckpt, script or "",
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+            cwd="/", env={"PATH": "/usr/bin:/bin"}, user=pw.pw_uid, group=pw.pw_gid,
+            extra_groups=os.getgrouplist(pw.pw_name, pw.pw_gid), start_new_session=True)
+        try:
+            _, err = await asyncio.wait_for(proc.communicate((text or "").encode()), 30)
+        except asyncio.TimeoutError:
+            proc.kill()
+            raise LaunchError(f"preparing the job's folders as {pw.pw_name} took over 30 s") from None
+        if proc.returncode:
+            why = err.decode(errors="replace").strip().splitlines()
+            raise LaunchError(f"could not prepare the job's folders as {pw.pw_name}: "
+                              f"{why[-1] if why else 'exit code %d' % proc.returncode}")
 
     # --- the backend interface ---------------------------------------------------------
 
@@ -175,16 +203,13 @@ class LocalLauncher(LauncherBackend):
         workdir = self.check_workdir(user, job.workdir, home, pw)
         base = home if home and os.path.isdir(home) else workdir     # e.g. nobody's /nonexistent
         subst = {"home": base, "id": wid, "username": user}
-        run_dir = self._mkdir(self.run_dir_template.format(**subst), pw)
-        ckpt = self._mkdir(self.checkpoint_dir_template.format(**subst), pw)
+        run_dir = self.run_dir_template.format(**subst)
+        ckpt = self.checkpoint_dir_template.format(**subst)
+        script = os.path.join(run_dir, "script.py") if job.script is not None else None
+        await self._prepare(pw, run_dir, ckpt, script, job.script)
         cmd = list(job.command)
-        if job.script is not None:
-            path = os.path.join(run_dir, "script.py")
-            with open(path, "w") as f:
-                f.write(job.script)
-            if pw is not None:
-                os.chown(path, pw.pw_uid, pw.pw_gid)
-            cmd = [a.replace("{script}", path) for a in cmd]
+        if script is not None:
+            cmd = [a.replace("{script}", script) for a in cmd]
         os.makedirs(self.logs_dir, exist_ok=True)
         os.makedirs(self.state_dir, exist_ok=True)
         n = int(workload.get("workers") or 1)
@@ -214,8 +239,6 @@ class LocalLauncher(LauncherBackend):
             for rank in range(n):
                 port = (job.port or free_port(self.host)) if inference else None
                 exit_file = os.path.join(run_dir, f"exit.{rank}")
-                if os.path.exists(exit_file):
-                    os.unlink(exit_file)              # from a run before a preemption
                 env = dict(env0, RANK=str(rank), LOCAL_RANK=str(rank), COMPUTEHUB_EXIT_FILE=exit_file,
                            CUDA_VISIBLE_DEVICES=",".join(map(str, gpus_of(workload, rank))))
                 if port:

@@ -29,6 +29,7 @@ c.ComputeHubService.initial_queues = [
     {"name": "nlp", "parent": "org", "groups": ["nlp"]},
 ]
 c.LocalLauncher.allowed_roots = [ROOT]
+c.LocalLauncher.allow_launcher_user = True      # the hub users have no OS accounts (demo mode)
 c.LauncherApp.poll_interval = 0.3
 c.LauncherApp.preempt_grace = 20
 c.LauncherApp.max_restarts = 2

@@ -37,6 +37,7 @@ def root():
 
 
 def launcher(root: Path, **kw) -> LocalLauncher:
+    kw.setdefault("allow_launcher_user", True)      # "alice" has no OS account: demo mode
     return LocalLauncher(logs_dir=str(root / "logs"), allowed_roots=[str(root)],
                          home_template=str(root / "homes" / "{username}"), **kw)
 
@@ -208,3 +209,37 @@ def test_identity_os_account_when_root_and_never_a_system_account(root):
     demo_off = launcher(root, allow_launcher_user=False)
     with pytest.raises(LaunchError, match="no OS account"):
         run(demo_off.start(workload("w11", ["true"], root, user="no-such-account-here")))
+    # Unless told otherwise (the demo does), a root launcher never runs a job as root.
+    default = LocalLauncher(logs_dir=str(root / "logs"), allowed_roots=[str(root)])
+    assert default.allow_launcher_user is (os.getuid() != 0)
+    if os.getuid() == 0:
+        with pytest.raises(LaunchError, match=r"no OS account .*launcher's user \(root\)"):
+            run(default.start(workload("w12", "id -u > uid12", root, user="no-such-account-here")))
+        assert not (root / "uid12").exists()
+
+
+def test_links_planted_in_a_users_folders_lead_nowhere(root):
+    """The launcher makes a job's folders and writes its script as the job's own account: a link
+    the user planted there leads only where the user may write anyway. (nobody's home does not
+    exist, so its jobs' folders lie under the working directory.)"""
+    lch = launcher(root)
+    secret, vault = root / "secret", root / "vault"
+    secret.write_text("root's\n")
+    secret.chmod(0o644)
+    vault.mkdir(mode=0o755)
+    jobs = root / ".computehub" / "jobs" / "w20"
+    jobs.mkdir(parents=True)
+    (jobs / "script.py").symlink_to(secret)                          # the script "saved" over a file
+    w20 = workload("w20", ["python3", "{script}"], root, user="nobody", script="print('hi')\n")
+    w21 = workload("w21", ["true"], root, user="nobody")
+    if os.getuid() == 0:          # the launcher switches to nobody, who may not write root's files
+        with pytest.raises(LaunchError, match="could not prepare the job's folders as nobody"):
+            run(lch.start(w20))
+        assert secret.read_text() == "root's\n" and secret.stat().st_uid == 0
+        (root / ".computehub" / "checkpoints").symlink_to(vault)    # folders made in root's folder
+        with pytest.raises(LaunchError, match="could not prepare the job's folders as nobody"):
+            run(lch.start(w21))
+        assert list(vault.iterdir()) == []
+    else:                         # demo mode: the job is the launcher's own user; links are its own
+        ended = run(_start_and_wait(lch, w20))
+        assert ended.exit_code == 0 and secret.read_text() == "print('hi')\n"
