@@ -7,10 +7,15 @@ ComputeHub admins) get through — with a hub API token (``Authorization: token
 ...``) or the hub login cookie; anything else is a 401/403, and a service that
 is not ready (or not there) is a 404. The forwarded request carries no hub
 credentials (no ``Authorization``, no cookies) and says who called in
-``X-Forwarded-User``.
+``X-Forwarded-User``. The service's pages are the owner's code served from the
+hub's origin: to anyone but the owner (an admin looking in) they come sandboxed
+(``Content-Security-Policy: sandbox`` without ``allow-same-origin``), so their
+scripts run in an origin of their own and cannot act with the viewer's login.
 """
 
 from __future__ import annotations
+
+from urllib.parse import quote
 
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
@@ -23,7 +28,10 @@ HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", 
        "transfer-encoding", "upgrade", "host", "content-length"}
 DROP_IN = HOP | {"authorization", "cookie", "x-xsrftoken", "x-forwarded-user"}
 DROP_OUT = HOP | {"set-cookie"}
+OWN = {"date", "server"}     # headers tornado sets itself
 TIMEOUT = 300.0      # seconds an inference request may take
+# For viewers other than the owner: scripts may run, but in an opaque origin (no allow-same-origin).
+SANDBOX = "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads"
 
 
 class ServeHandler(BaseHandler):
@@ -43,7 +51,8 @@ class ServeHandler(BaseHandler):
         if w.state != "running" or not endpoint or not status.get("ready"):
             raise APIError(404, "not_ready", f"inference service {w.id} is not ready ({w.state}); "
                                              "try again when it is running and ready")
-        url = endpoint.rstrip("/") + "/" + path
+        # Tornado hands over the path decoded: quoted again, it stays one path (no CR/LF, '?' or '#').
+        url = endpoint.rstrip("/") + "/" + quote(path, safe="/:@!$&'()*+,;=-._~")
         if self.request.query:
             url += "?" + self.request.query
         headers = {k: v for k, v in self.request.headers.get_all() if k.lower() not in DROP_IN}
@@ -60,8 +69,12 @@ class ServeHandler(BaseHandler):
         self.set_status(resp.code, resp.reason)
         self.clear_header("Content-Type")
         for k, v in resp.headers.get_all():
-            if k.lower() not in DROP_OUT:
+            if k.lower() in OWN:
+                self.set_header(k, v)          # the service's, not a second one beside tornado's
+            elif k.lower() not in DROP_OUT:
                 self.add_header(k, v)
+        if not (caller.kind == "user" and w.user == caller.name):
+            self.add_header("Content-Security-Policy", SANDBOX)
         if resp.body:
             self.write(resp.body)
         self.finish()

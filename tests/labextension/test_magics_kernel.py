@@ -282,6 +282,19 @@ def test_serve_forwards_without_hub_credentials_and_lets_admins_in(setup):
     assert "authorization" not in names and "cookie" not in names, names
     assert names["x-forwarded-user"] == "ada" and names["x-forwarded-prefix"] == f"/services/computehub/serve/{wid}/"
     assert "sneaky" not in r.headers.get("Set-Cookie", "")
+    assert r.headers["Date"].count("GMT") == 1 and "," not in r.headers["Server"], r.headers
+    # The owner's code, shown to an admin, runs sandboxed in an origin of its own: it cannot read
+    # the hub's pages (their XSRF token) or act with the admin's login. Its owner sees it plain.
+    csp = r.headers.get("Content-Security-Policy", "")
+    assert csp.startswith("sandbox ") and "allow-scripts" in csp and "allow-same-origin" not in csp, r.headers
+    mine = requests.get(url + "x", headers={"Authorization": f"token {hub.tokens['alice']}"}, timeout=10)
+    assert mine.status_code == 200 and "Content-Security-Policy" not in mine.headers, mine.headers
+    # The path is forwarded as one path: what was quoted stays quoted, nothing splits the request.
+    odd = requests.get(url + "a%20b/c%3Fd%23e/%0D%0AX-Injected:%201",
+                       headers={"Authorization": f"token {hub.tokens['alice']}"}, timeout=10)
+    assert odd.status_code == 200, odd.text
+    assert odd.json()["path"] == "/a%20b/c%3Fd%23e/%0D%0AX-Injected:%201", odd.json()
+    assert "x-injected" not in {h.lower() for h in odd.json()["headers"]}
     k.run(f"%cancel {wid}")
 
 
