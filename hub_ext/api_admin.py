@@ -34,20 +34,20 @@ def counts(sched) -> dict:
 
 class QueuesHandler(BaseHandler):
     async def get(self):
-        self.caller  # noqa: B018 - authenticated callers only
+        caller = self.caller
         sched = self.service.sched
         per_queue = counts(sched)
         tree = sched.state.tree
-        self.write_json({"queues": [views.queue(s, tree, per_queue) for s in tree.specs.values()]})
+        self.write_json({"queues": [views.queue(s, tree, per_queue, caller) for s in tree.specs.values()]})
 
 
 class QueueHandler(BaseHandler):
     async def get(self, name):
-        self.caller  # noqa: B018
+        caller = self.caller
         tree = self.service.sched.state.tree
         if name not in tree.specs:
             raise NotFound(f"unknown queue {name!r}")
-        self.write_json(views.queue(tree.specs[name], tree, counts(self.service.sched)))
+        self.write_json(views.queue(tree.specs[name], tree, counts(self.service.sched), caller))
 
     async def put(self, name):
         caller = self.caller
@@ -120,9 +120,9 @@ class ClassHandler(BaseHandler):
 
 class NodesHandler(BaseHandler):
     async def get(self):
-        self.caller  # noqa: B018
         st = self.service.sched.state
-        self.write_json({"nodes": [views.node(n, st.holders_on(name))
+        visible = self.visible_to(self.caller)
+        self.write_json({"nodes": [views.node(n, st.holders_on(name), visible)
                                    for name, n in sorted(st.inventory.nodes.items())]})
 
 
@@ -134,9 +134,9 @@ class NodeHandler(BaseHandler):
         return n
 
     async def get(self, name):
-        self.caller  # noqa: B018
+        visible = self.visible_to(self.caller)      # who asks, before whether the node exists
         st = self.service.sched.state
-        self.write_json(views.node(self._node(name), st.holders_on(name)))
+        self.write_json(views.node(self._node(name), st.holders_on(name), visible))
 
     async def put(self, name):
         caller = self.caller

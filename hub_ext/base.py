@@ -92,6 +92,11 @@ class BaseHandler(HubOAuthenticated, web.RequestHandler):
                            "log in to the hub or send an API token: 'Authorization: token <token>'")
         return Caller(model)
 
+    def visible_to(self, caller: Caller):
+        """Whether ``caller`` may see a workload (its own, its team's as lead, all as admin)."""
+        specs = self.service.sched.state.tree.specs
+        return lambda w: caller.may_see(w, specs.get(w.queue))
+
     def require(self, allowed: bool, what: str) -> None:
         if not allowed:
             raise APIError(403, "forbidden", f"your token or login lacks the scope to {what}")

@@ -168,7 +168,8 @@ computehub nodes undrain gpu-b
             return
         rows = [[n["name"], n.get("gpu_model") or "-", f"{len(n.get('free_gpus') or [])}/{n['gpus']}",
                  _cores(n.get("cpu")), _gib(n.get("memory")), _node_state(n),
-                 ", ".join(f"{w['id']} ({w['user']})" for w in n.get("workloads") or []) or "-"]
+                 ", ".join(f"{w['id']} ({w['user']})" if w.get("id") else "another user's"
+                           for w in n.get("workloads") or []) or "-"]
                 for n in data["nodes"]]
         if not rows:
             print("no nodes registered")

@@ -126,7 +126,9 @@ def document(version: str) -> dict:
                                         "and submit meanwhile")}}},
                 "WorkloadList": {"type": "object", "properties": {
                     "workloads": {"type": "array", "items": {"$ref": "#/components/schemas/Workload"}},
-                    "total": {"type": "integer"}}},
+                    "total": {"type": "integer"}, "offset": {"type": "integer"}, "limit": {"type": "integer"}}},
+                "ApprovalList": {"type": "object", "required": ["approvals"], "properties": {
+                    "approvals": {"type": "array", "items": {"$ref": "#/components/schemas/Workload"}}}},
                 "StatusBatch": {"type": "object", "required": ["reports"], "properties": {
                     "reports": {"type": "array", "minItems": 1, "maxItems": 1000, "items": {"allOf": [
                         {"$ref": "#/components/schemas/Status"},
@@ -195,10 +197,17 @@ def document(version: str) -> dict:
                                "description": "kubernetes: kept in step with the cluster by computehub-inventory"},
                     "cordoned": {"type": "boolean", "readOnly": True,
                                  "description": "draining because it is cordoned in Kubernetes: only an "
-                                                "uncordon there lifts it (undraining it here is a 409)"}}},
+                                                "uncordon there lifts it (undraining it here is a 409)"},
+                    "workloads": {"type": "array", "readOnly": True, "description": (
+                        "what runs there; work the caller may not see has id and user null"),
+                        "items": {"type": "object", "properties": {
+                            "id": {"type": "string", "nullable": True},
+                            "user": {"type": "string", "nullable": True},
+                            "gpus": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}}}}}}}},
                 "NodeFlags": {"type": "object", "additionalProperties": False, "properties": {
                     "healthy": {"type": "boolean"}, "draining": {"type": "boolean"}}},
-                "NodeList": {"type": "object"},
+                "NodeList": {"type": "object", "properties": {
+                    "nodes": {"type": "array", "items": {"$ref": "#/components/schemas/Node"}}}},
                 "NodeRemoved": {"type": "object", "required": ["removed", "workloads"], "properties": {
                     "removed": {"type": "string"}, "workloads": {"type": "array", "items": {"type": "string"}}}},
                 "Decision": {"type": "object", "required": ["approve"], "properties": {
@@ -291,7 +300,7 @@ def document(version: str) -> dict:
                                                  _q("by", {"type": "string",
                                                            "enum": ["workload", "user", "queue", "flavor"]})],
                                          scope=ANY)},
-            "/api/v1/approvals": {"get": _op("Workloads waiting for approval", _ok("#/components/schemas/WorkloadList"),
+            "/api/v1/approvals": {"get": _op("Workloads waiting for approval", _ok("#/components/schemas/ApprovalList"),
                                              scope=ADMIN)},
             "/api/v1/approvals/{workload_id}": {
                 "post": _op("Approve or reject", _ok("#/components/schemas/Workload"), params=[wid],
@@ -299,7 +308,9 @@ def document(version: str) -> dict:
             "/api/v1/audit": {"get": _op("The audit log: admin actions and scheduler decisions",
                                          _ok("#/components/schemas/Events"),
                                          params=[_q("since", {"type": "number"}), _q("until", {"type": "number"}),
-                                                 _q("kind", {"type": "string"}), _q("workload", {"type": "string"}),
+                                                 _q("kind", {"type": "array", "items": {"type": "string"}},
+                                                    "repeat for several kinds"),
+                                                 _q("workload", {"type": "string"}),
                                                  _q("order", {"type": "string", "enum": ["oldest", "newest"]}),
                                                  _q("limit", {"type": "integer", "minimum": 1, "maximum": 100000})],
                                          scope=ADMIN)},

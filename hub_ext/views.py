@@ -20,8 +20,14 @@ def workload(w: Workload, positions: dict | None = None) -> dict:
     return d
 
 
-def queue(spec, tree, counts: dict) -> dict:
+def queue(spec, tree, counts: dict, caller=None) -> dict:
+    """``caller``: who asks, when not everything may be shown: a user sees the per-user limit
+    named for them only (others' names are not theirs to list); admins, spawners and the
+    queue's team leads see every one."""
     d = spec.to_dict()
+    if caller is not None and not (caller.on_behalf or caller.all_teams
+                                   or caller.team_groups & set(spec.groups)):
+        d["user_limits"] = {u: v for u, v in d["user_limits"].items() if u == caller.name}
     d["usage"] = render(tree.usage.get(spec.name, {}))
     d["effective_guaranteed"] = render(tree.guaranteed.get(spec.name, {}))
     d["leaf"] = tree.is_leaf(spec.name)
@@ -40,7 +46,9 @@ def cordoned(spec) -> bool:
     return spec.draining and spec.labels.get(KUBE_CORDONED[0]) == KUBE_CORDONED[1]
 
 
-def node(n, holders: list[Workload]) -> dict:
+def node(n, holders: list[Workload], visible=None) -> dict:
+    """``visible(workload)``: whether the caller may see that workload; the others on the node
+    are listed by their GPUs only (id and user null)."""
     d = n.spec.to_dict()
     d["source"] = "kubernetes" if n.spec.labels.get(KUBE_SOURCE[0]) == KUBE_SOURCE[1] else "registered"
     d["cordoned"] = cordoned(n.spec)
@@ -48,6 +56,8 @@ def node(n, holders: list[Workload]) -> dict:
     d["free_cpu"] = f"{n.free_cpu}m"
     d["free_memory"] = n.free_memory
     d["simulated"] = n.spec.labels.get("computehub/simulated") == "true"
-    d["workloads"] = [{"id": w.id, "user": w.user, "gpus": [list(a.gpus) for a in w.placement if a.node == n.spec.name]}
+    d["workloads"] = [{"id": w.id, "user": w.user} if visible is None or visible(w) else {"id": None, "user": None}
                       for w in holders]
+    for entry, w in zip(d["workloads"], holders):
+        entry["gpus"] = [list(a.gpus) for a in w.placement if a.node == n.spec.name]
     return d
