@@ -18,6 +18,7 @@ what is Kubernetes-specific:
 from __future__ import annotations
 
 import copy
+import hashlib
 import re
 
 from kubespawner import KubeSpawner
@@ -31,14 +32,25 @@ from .queueing import QueueingMixin
 from .service_client import ServiceClient, ServiceError
 
 LABEL_PREFIX = "computehub/"
+USER_ANNOTATION = LABEL_PREFIX + "user"     # the hub's user name as is (labels are escaped)
+LABEL_RE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")    # a label value (fullmatch)
+HASH_CHARS = 10
 # Traits the queueing layer derives per spawn; restored with the profile overrides.
 DERIVED = ("gpus", "gpu_model", "computehub_queue")
 
 
 def label_value(text: str) -> str:
-    """A Kubernetes label value naming ``text`` (≤ 63 characters of [A-Za-z0-9._-], alphanumeric ends)."""
-    v = re.sub(r"[^A-Za-z0-9._-]+", "-", str(text))[:63]
-    return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", v)
+    """A Kubernetes label value naming ``text``, distinct for distinct texts (users must never share one:
+    the launcher finds a user's notebook pod by it). ``text`` itself when it is a valid value without
+    "--"; else a readable prefix, "--" and 10 hex digits of its sha256. A text with "--" is hashed
+    too, so no name can pose as another's hashed value."""
+    text = str(text)
+    if len(text) <= 63 and "--" not in text and LABEL_RE.fullmatch(text):
+        return text
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:HASH_CHARS]
+    prefix = re.sub(r"[^A-Za-z0-9._]+", "-", text)          # "-" runs collapse: never "--" inside
+    prefix = re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", prefix[:63 - 2 - HASH_CHARS]) or "x"
+    return f"{prefix}--{digest}"
 
 
 class QueuedKubeSpawner(QueueingMixin, KubeSpawner):
@@ -200,6 +212,8 @@ class QueuedKubeSpawner(QueueingMixin, KubeSpawner):
         labels.update({LABEL_PREFIX + "workload": self.workload_id, LABEL_PREFIX + "user": label_value(self.user.name),
                        LABEL_PREFIX + "queue": label_value(w.get("queue") or "")})
         pod.metadata.labels = {k: v for k, v in labels.items() if v != ""}
+        # the exact name, which the launcher checks before copying this pod into the user's jobs
+        pod.metadata.annotations = {**(pod.metadata.annotations or {}), USER_ANNOTATION: self.user.name}
         self.check_pod(self._serialize(pod))
         return pod
 

@@ -2,7 +2,8 @@
 
 ``spawner/launch_kube.py`` creates them. A job runs like its owner's notebook:
 the same image, home volume, security context and tolerations, taken from the
-user's notebook pod (label ``computehub/user``), else configured defaults.
+user's notebook pod (label ``computehub/user``, and only if its annotations name
+exactly that user), else configured defaults.
 Nothing a user passes (command, env, working directory, script, port) can widen
 what the pod may do: privilege escalation and privileged mode are forced off,
 the service-account token is not mounted, and ``options.check_pod`` guards the
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 
 from scheduler.model import run_label
 
-from .kube import LABEL_PREFIX, label_value
+from .kube import LABEL_PREFIX, USER_ANNOTATION, label_value
 from .launch_base import CHECKPOINT_ENV, REPORT_TOKEN_ENV, Job, gpus_of
 from .options import check_pod, toleration_key
 
@@ -24,6 +25,8 @@ SCRIPT_DIR = "/computehub/script"
 JOB_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 SUFFIXES = {"ConfigMap": "-script", "Secret": "-report"}     # names of a workload's other objects
 RUN_ANNOTATION = "computehub/run"     # which run of the workload made an object (its admission time)
+# Annotations that carry the hub's user name as is: QueuedKubeSpawner's, KubeSpawner's own.
+OWNER_ANNOTATIONS = (USER_ANNOTATION, "hub.jupyter.org/username")
 
 
 @dataclass
@@ -55,6 +58,15 @@ class Template:
     tolerations: list = field(default_factory=list)
     image_pull_secrets: list = field(default_factory=list)
     from_pod: str = ""
+
+
+def owned_by(pod: dict, user: str) -> bool:
+    """Whether a notebook pod (API JSON) is ``user``'s: every owner annotation it has names exactly
+    ``user``, and it has one. A label selector alone cannot tell (a value is escaped, and any pod
+    may claim a label); a pod that fails this must never become the template of ``user``'s jobs."""
+    ann = (pod.get("metadata") or {}).get("annotations") or {}
+    names = [ann[k] for k in OWNER_ANNOTATIONS if k in ann]
+    return bool(names) and all(n == user for n in names)
 
 
 def template_from(pod: dict | None, s: Settings) -> Template:
@@ -98,7 +110,7 @@ def run_of(workload: dict) -> str:
 
 def _meta(name: str, s: Settings, labels: dict, workload: dict) -> dict:
     return {"name": name, "namespace": s.namespace, "labels": {k: v for k, v in labels.items() if v},
-            "annotations": {RUN_ANNOTATION: run_of(workload)}}
+            "annotations": {RUN_ANNOTATION: run_of(workload), USER_ANNOTATION: workload["user"]}}
 
 
 def placement_nodes(workload: dict) -> list[str]:

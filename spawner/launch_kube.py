@@ -9,7 +9,8 @@
 - ``inference``: a Deployment and a Service, ready when its readiness probe passes.
 
 The manifests (spawner/kube_manifests.py) copy the owner's notebook pod (image,
-home volume, security context), carry the placement, the GPU limit, the class's
+home volume, security context; found by label, used only if its annotations name
+exactly the owner), carry the placement, the GPU limit, the class's
 PriorityClass and the workload's labels. Stopping deletes the pods with
 ``grace_seconds`` (SIGTERM, then SIGKILL), then the objects.
 """
@@ -24,7 +25,7 @@ from traitlets import Dict, Integer, Unicode, default
 from .kube import LABEL_PREFIX, label_value
 from .kube_client import api_client
 from .kube_manifests import (RUN_ANNOTATION, SUFFIXES, Settings, describe, endpoint_of, inference_manifests,
-                             name_of, placement_nodes, run_of, template_from, training_manifests)
+                             name_of, owned_by, placement_nodes, run_of, template_from, training_manifests)
 from .launch_base import Ended, LaunchError, LauncherBackend, StartLater, job_of
 from .options import OptionsError
 
@@ -95,8 +96,14 @@ class KubeLauncher(LauncherBackend):
         api = await self.api()
         selector = ",".join(filter(None, [self.notebook_selector, f"{LABEL_PREFIX}user={label_value(user)}"]))
         pods = await api["core"].list_namespaced_pod(self.namespace, label_selector=selector)
-        running = [p for p in pods.items if not p.metadata.deletion_timestamp]
-        return api["client"].sanitize_for_serialization(running[0]) if running else None
+        found = [api["client"].sanitize_for_serialization(p)
+                 for p in pods.items if not p.metadata.deletion_timestamp]
+        mine = [p for p in found if owned_by(p, user)]
+        for p in found:
+            if p not in mine:       # its home volume and image are someone else's, or unproven
+                self.log.warning("Pod %s has user %r's label but is not theirs: not a template of their jobs",
+                                 p["metadata"].get("name"), user)
+        return mine[0] if mine else None
 
     def manifests(self, workload: dict, notebook: dict | None) -> list[dict]:
         job = job_of(workload)

@@ -204,6 +204,7 @@ def test_gpu_pod_placement_queue_cancel_and_no_leak(khub):
     labels = pod["metadata"]["labels"]
     assert labels["computehub/workload"] == wa["id"]
     assert labels["computehub/user"] == "alice" and labels["computehub/queue"] == "vision"
+    assert pod["metadata"]["annotations"]["computehub/user"] == "alice"     # what the launcher checks
     env = env_of(pod)
     assert env["COMPUTEHUB_WORKLOAD_ID"] == wa["id"] and env["COMPUTEHUB_URL"].endswith("/services/computehub")
     assert "CUDA_VISIBLE_DEVICES" not in env        # the device plugin exposes the GPU inside the pod

@@ -52,13 +52,15 @@ c.KubeLauncher.namespace = "hub"
 c.KubeLauncher.kubeconfig = KUBECONFIG
 c.KubeLauncher.termination_grace_seconds = 45
 c.KubeLauncher.pod_computehub_url = "http://hub:8081/services/computehub"
+c.KubeLauncher.network_policy = True        # as the chart sets it (networkPolicy.enabled)
 """
 
 # alice's notebook pod, as QueuedKubeSpawner labels it: jobs copy its image, home and security context.
 NOTEBOOK_POD = {
     "apiVersion": "v1", "kind": "Pod",
     "metadata": {"name": "jupyter-alice", "namespace": NS,
-                 "labels": {"component": "singleuser-server", "computehub/user": "alice"}},
+                 "labels": {"component": "singleuser-server", "computehub/user": "alice"},
+                 "annotations": {"computehub/user": "alice", "hub.jupyter.org/username": "alice"}},
     "spec": {"securityContext": {"fsGroup": 100},
              "containers": [{"name": "notebook", "image": NOTEBOOK_IMAGE,
                              "securityContext": {"runAsUser": 1000, "allowPrivilegeEscalation": False},
@@ -277,49 +279,6 @@ def test_inference_is_a_deployment_and_service_ready_when_its_probe_passes(kc):
     assert r.status_code == 200, r.text
     wait_for("the Deployment and Service deleted", lambda: one(kc, "deployments", wid) is None
              and one(kc, "services", wid) is None)
-
-
-def test_a_restarted_launcher_adopts_what_runs(kc, tmp_path):
-    """The backend alone (as a restarted launcher would use it): a fresh KubeLauncher finds the
-    Job another one created, not for a later run of the workload, and no longer after it was
-    stopped."""
-    import asyncio
-
-    from spawner.launch_kube import KubeLauncher
-
-    w = {"id": "w9999999", "user": "carol", "queue": "nlp", "kind": "training", "priority": "training",
-         "workers": 1, "resources": {"gpu": 1}, "placement": [{"node": "kube-gpu-2", "gpus": [3]}],
-         "metadata": {"job": {"command": ["true"]}}, "admitted_at": 1000.0}
-    kubeconfig = str(kc.dir / "kubeconfig")
-
-    async def scenario():
-        first = KubeLauncher(namespace=NS, kubeconfig=kubeconfig, logs_dir=str(tmp_path))
-        notes = await first.start(w)
-        await first.close()
-        second = KubeLauncher(namespace=NS, kubeconfig=kubeconfig, logs_dir=str(tmp_path))
-        adopted, running = await second.adopt(w), await second.poll(w)
-        later_run = await second.adopt({**w, "admitted_at": 2000.0})    # requeued, admitted again
-        await second.stop(w, 1)
-        gone = await second.adopt(w)
-        await second.close()
-        return notes, adopted, running, later_run, gone
-
-    notes, adopted, running, later_run, gone = asyncio.run(scenario())
-    assert notes["node"] == "kube-gpu-2" and "Job ch-w9999999" in notes["message"]
-    assert adopted is True and running is None and later_run is False and gone is False
-    # A Job made by a launcher from before runs were marked is adopted: an upgrade keeps what runs.
-    kc.cluster.run(create(kc.cluster, f"/apis/batch/v1/namespaces/{NS}/jobs", bare_job("ch-w9999999", w["id"])))
-
-    async def legacy():
-        backend = KubeLauncher(namespace=NS, kubeconfig=kubeconfig, logs_dir=str(tmp_path))
-        try:
-            return await backend.adopt(w)
-        finally:
-            await backend.stop(w, 0)
-            await backend.close()
-
-    assert asyncio.run(legacy()) is True
-    assert (tmp_path / "w9999999.log").read_text().startswith("[computehub] created Job ch-w9999999")
 
 
 def test_a_lost_node_requeues_the_job_by_its_class(kc):
