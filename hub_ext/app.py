@@ -9,22 +9,20 @@ scheduling loop: shortly after every change and every ``cycle_interval`` seconds
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import secrets
 import signal
 import time
-from urllib.parse import quote, urlparse
+from urllib.parse import urlparse
 
 from tornado import web
-from tornado.httpclient import AsyncHTTPClient
 from tornado.httpserver import HTTPServer
 from traitlets import Bool, Dict, Float, List, TraitError, Unicode, default, validate
 from traitlets.config import Application
 
 from jupyterhub.services.auth import HubOAuthCallbackHandler
-from scheduler import EngineConfig, Scheduler, ValidationError
+from scheduler import EngineConfig, Scheduler
 from scheduler.model import PENDING
 from scheduler.store.sql import SqlStore
 
@@ -33,18 +31,18 @@ from . import api_status as S
 from . import api_workloads as W
 from .audit import AuditEmitter
 from .api_serve import ServeHandler
-from .base import APIError
 from .group_commit import GroupCommit
 from .metrics import Metrics, MetricsHandler
 from .openapi import OpenAPIHandler
 from .pages import page_handlers
 from .report_tokens import ReportTokens, load_secret
 from .stream import EventsHandler
+from .submission_rules import SubmissionRules
 
 VERSION = "0.1.0"
 
 
-class ComputeHubService(Application):
+class ComputeHubService(SubmissionRules, Application):
     name = "computehub-serve"
     description = "The ComputeHub scheduler as a JupyterHub service."
     classes = [EngineConfig]
@@ -208,65 +206,6 @@ class ComputeHubService(Application):
             return f.read().strip().encode()
 
     # --- what handlers use ----------------------------------------------------------
-
-    async def submission_for(self, caller, body: dict) -> dict:
-        """The scheduler spec for a caller's submission, after the service's own rules."""
-        spec = dict(body)
-        if "user" in spec and (not isinstance(spec["user"], str) or not spec["user"]):
-            raise ValidationError("user must be a user name (text)")
-        if "user" in spec and spec["user"] != caller.name and not caller.on_behalf:
-            raise APIError(403, "forbidden", "only spawners and admins may submit for another user")
-        if not caller.on_behalf and caller.kind != "user":
-            raise APIError(403, "forbidden", "a service submits only with custom:computehub:submit-on-behalf")
-        if caller.kind != "user" and "user" not in spec:
-            raise ValidationError("a service must name the user it submits for ('user')")
-        spec.setdefault("user", caller.name)
-        selector = spec.get("node_selector") or {}
-        if selector and not caller.on_behalf:
-            if not isinstance(selector, dict):
-                raise ValidationError("node_selector must map label names to values")
-            bad = sorted(set(selector) - set(self.allowed_node_selectors))
-            if bad:
-                allowed = ", ".join(self.allowed_node_selectors) or "none"
-                raise APIError(403, "forbidden", f"node_selector key(s) {', '.join(map(str, bad))} are not "
-                                                 f"allowed (an admin allows: {allowed})")
-        specs = self.sched.state.tree.specs
-        if "queue" not in spec:
-            # Someone else's work goes to a queue open to *their* groups, which the hub knows.
-            groups = caller.groups if spec["user"] == caller.name else await self.user_groups(spec["user"])
-            mine = [q for q, s in specs.items() if self.sched.state.tree.is_leaf(q) and s.groups
-                    and groups & set(s.groups)]
-            if not mine:
-                whose = "your" if spec["user"] == caller.name else f"{spec['user']}'s"
-                raise ValidationError(f"no queue given and none is open to {whose} groups; name one with 'queue'")
-            spec["queue"] = sorted(mine)[0]
-        q = specs.get(spec["queue"]) if isinstance(spec["queue"], str) else None
-        if q is not None and not caller.may_use_queue(q):
-            raise APIError(403, "forbidden", f"queue {q.name!r} is open to groups {', '.join(q.groups)}, "
-                                             "not to yours")
-        return spec
-
-    async def user_groups(self, user: str) -> set[str]:
-        """A hub user's groups, asked of the hub with the service's own token (cached a minute)."""
-        hit = self._groups.get(user)
-        if hit and hit[0] > time.time():
-            return hit[1]
-        api = os.environ.get("JUPYTERHUB_API_URL", "").rstrip("/")
-        token = os.environ.get("JUPYTERHUB_API_TOKEN", "")
-        if not (api and token and isinstance(user, str)):
-            raise ValidationError("name the queue ('queue') when submitting for another user")
-        try:
-            r = await AsyncHTTPClient().fetch(f"{api}/users/{quote(user, safe='')}", raise_error=False,
-                                              headers={"Authorization": f"token {token}"}, request_timeout=10)
-        except OSError as e:
-            raise APIError(503, "unavailable", f"could not ask the hub for {user}'s groups: {e}") from None
-        if r.code == 404:
-            raise ValidationError(f"the hub has no user {user!r}")
-        if r.code != 200:
-            raise ValidationError(f"the hub did not tell {user}'s groups ({r.code}); name the queue ('queue')")
-        groups = set(json.loads(r.body).get("groups") or [])
-        self._groups[user] = (time.time() + 60, groups)
-        return groups
 
     async def submit(self, spec: dict):
         """Accept a submission (see group_commit.py: it is written with those that arrive

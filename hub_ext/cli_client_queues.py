@@ -98,6 +98,8 @@ computehub classes set scavenger --rank 50 --preempt-after 0
 computehub classes set training --rank 200 --preempt-after 600 --swap-after 1800
 computehub classes set training --rank 200 --preempt-after 600 --checkpoint-every 1800 --startup 60
 computehub classes set training --rank 200 --preempt-after 600 --saves-on-stop
+computehub classes set urgent --groups ml-leads       # only ml-leads' members may submit with it
+computehub classes set training --checkpoint-every 3600   # an existing class: only what is given changes
 """
     positional, usage_args = 1, "a class name"
     rank = Int(0, help="Rank: higher goes first.").tag(config=True)
@@ -120,24 +122,39 @@ computehub classes set training --rank 200 --preempt-after 600 --saves-on-stop
         "grace period): a preemption then loses only the restart, and swaps for shorter work take it "
         "at once. Work seen doing so is known without this.")).tag(config=True)
     description_text = Unicode("", help="What the class is for.").tag(config=True)
+    groups = Unicode("", help="Comma-separated JupyterHub groups whose members may submit with the class "
+                              "(empty: everyone; spawners and admins always may).").tag(config=True)
     aliases = {**ClientCommand.aliases, "rank": "ClassSetApp.rank", "preempt-after": "ClassSetApp.preempt_after",
                "swap-after": "ClassSetApp.swap_after", "checkpoint-every": "ClassSetApp.checkpoint_every",
-               "startup": "ClassSetApp.startup",
+               "startup": "ClassSetApp.startup", "groups": "ClassSetApp.groups",
                "description": "ClassSetApp.description_text"}
     flags = {**ClientCommand.flags,
              "no-preemptible": ({"ClassSetApp": {"preemptible": False}}, "Never preempt this class's work."),
              "saves-on-stop": ({"ClassSetApp": {"saves_on_stop": True}},
                                "The class's work saves a checkpoint when told to stop.")}
 
+    # option (trait) -> the class's field
+    FIELDS = {"rank": "rank", "preemptible": "preemptible", "preempt_after": "preempt_after",
+              "swap_after": "swap_after", "checkpoint_every": "checkpoint_every", "startup": "startup",
+              "saves_on_stop": "saves_on_stop", "description_text": "description", "groups": "groups"}
+
     def run(self, name):
-        body = {"rank": self.rank, "preemptible": self.preemptible, "may_borrow": self.preemptible,
-                "preempt_after": self.preempt_after, "startup": self.startup, "description": self.description_text,
-                "saves_on_stop": self.saves_on_stop}
-        if self.swap_after is not None:
-            body["swap_after"] = self.swap_after
-        if self.checkpoint_every is not None:
-            body["checkpoint_every"] = self.checkpoint_every
-        c = self.client().put_class(name, **body)
+        ch = self.client()
+        existing = {c["name"]: c for c in ch.classes()["classes"]}.get(name)
+        given = set(self.config.get("ClassSetApp", {}))
+        # A new class gets every option (defaults included); an existing one changes only in what
+        # is given, so re-setting one knob does not reset the others (requeue, description, ...).
+        body = dict(existing or {})
+        for trait, key in self.FIELDS.items():
+            if existing is None or trait in given:
+                body[key] = getattr(self, trait)
+        body["groups"] = [g.strip() for g in body["groups"].split(",") if g.strip()] \
+            if isinstance(body.get("groups"), str) else body.get("groups", [])
+        if existing is None or "preemptible" in given:
+            body["may_borrow"] = body["preemptible"]
+        body = {k: v for k, v in body.items() if k != "name" and not (v is None and k in ("swap_after",
+                                                                                              "checkpoint_every"))}
+        c = ch.put_class(name, **body)
         if self.json:
             self.emit(c)
         else:

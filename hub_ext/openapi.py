@@ -179,6 +179,8 @@ def document(version: str) -> dict:
                     "name": _NAME, "rank": {"type": "integer"}, "preemptible": {"type": "boolean"},
                     "may_borrow": {"type": "boolean"}, "preempt_after": {"type": "number", "minimum": 0},
                     "requeue": {"type": "boolean"}, "description": {"type": "string"},
+                    "groups": {"type": "array", "items": _NAME, "description": (
+                        "JupyterHub groups whose members may submit with the class; empty: everyone")},
                     "swap_after": {"type": "number", "minimum": 0, "nullable": True},
                     "checkpoint_every": {"type": "number", "minimum": 1, "nullable": True,
                                          "description": "Seconds of progress between the checkpoints "

@@ -67,6 +67,10 @@ class Caller:
         """Open queues (no groups) take anyone's work; others only their groups' members'."""
         return self.on_behalf or not queue_spec.groups or bool(self.groups & set(queue_spec.groups))
 
+    def may_use_class(self, pc) -> bool:
+        """Classes naming groups are their members' (spawners and admins submit with any)."""
+        return self.on_behalf or not pc.groups or bool(self.groups & set(pc.groups))
+
     def to_dict(self) -> dict:
         return {"name": self.name, "kind": self.kind, "groups": sorted(self.groups),
                 "admin": self.is_admin, "can_submit": self.can_submit,

@@ -68,6 +68,8 @@ class PriorityClass:
     the class's work saves a checkpoint when told to stop (a SIGTERM handler), so a
     preemption loses only its restart; a job seen doing so is marked by itself
     (``Workload.saves_on_stop``), this declares it for all of the class's work.
+    ``groups``: the JupyterHub groups whose members may submit with this class
+    (the service checks; spawners and admins always may); empty = everyone.
     """
 
     name: str
@@ -81,6 +83,7 @@ class PriorityClass:
     checkpoint_every: float | None = None
     startup: float = 0.0
     saves_on_stop: bool = False
+    groups: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)

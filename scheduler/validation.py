@@ -97,7 +97,7 @@ def priority_class(d: dict | PriorityClass) -> PriorityClass:
         checkpoint_every=None if d.get("checkpoint_every") is None else
         float(_number("checkpoint_every", d["checkpoint_every"], low=1, high=MAX_TIME_LIMIT)),
         startup=float(_number("startup", d.get("startup", 0.0), low=0, high=MAX_TIME_LIMIT)),
-        saves_on_stop=_flag(d, "saves_on_stop", False),
+        saves_on_stop=_flag(d, "saves_on_stop", False), groups=_groups(d),
     )
     if pc.swap_after is not None and pc.swap_after < pc.preempt_after:
         raise ValidationError(
@@ -151,10 +151,7 @@ def queue(d: dict | QueueSpec) -> QueueSpec:
     if policy.warn_after is not None and policy.release_after is not None \
             and policy.warn_after > policy.release_after:
         raise ValidationError("idle.warn_after must not be later than idle.release_after")
-    groups = d.get("groups") or []
-    if not isinstance(groups, list):
-        raise ValidationError("groups must be a list of JupyterHub group names")
-    groups = [check_name("group name", g) for g in groups]
+    groups = _groups(d)
     return QueueSpec(
         name=name, parent=parent, guaranteed=guaranteed, limit=limit,
         approval_above=parse_vector(d.get("approval_above"), "approval_above", keep_zero=True), groups=groups,
@@ -207,6 +204,13 @@ def node(d: dict | NodeSpec) -> NodeSpec:
         cpu=parse_cpu(d.get("cpu", 0)), memory=parse_memory(d.get("memory", 0)),
         labels=_labels("labels", d.get("labels")), healthy=_flag(d, "healthy", True),
         draining=_flag(d, "draining", False), gpu_memory=parse_memory(d.get("gpu_memory", 0)))
+
+
+def _groups(d: dict) -> list[str]:
+    groups = d.get("groups") or []
+    if not isinstance(groups, list):
+        raise ValidationError("groups must be a list of JupyterHub group names")
+    return [check_name("group name", g) for g in groups]
 
 
 # --- workloads ----------------------------------------------------------------

@@ -274,11 +274,22 @@ def test_admin_creates_and_deletes_queues_and_classes(hub):
     assert "checkpoint_every must be between 1" in line
     c = hub.call("GET", "/classes", hub.tokens["ada"]).json()["classes"]
     assert [x["checkpoint_every"] for x in c if x["name"] == "cli-ckpt"] == [1800]     # unchanged
-    # Its images save on SIGTERM: the admin says so, and the listing shows it.
-    ok(cli(hub, "ada", "classes", "set", "cli-ckpt", "--rank", "150", "--preempt-after", "600", "--saves-on-stop"))
+    # Its images save on SIGTERM: the admin says so (nothing else given changes), and the listing shows it.
+    ok(cli(hub, "ada", "classes", "set", "cli-ckpt", "--saves-on-stop"))
     c = hub.call("GET", "/classes", hub.tokens["ada"]).json()["classes"]
-    assert [(x["saves_on_stop"], x["checkpoint_every"]) for x in c if x["name"] == "cli-ckpt"] == [(True, None)]
+    assert [(x["saves_on_stop"], x["rank"], x["preempt_after"], x["swap_after"], x["checkpoint_every"],
+             x["startup"]) for x in c if x["name"] == "cli-ckpt"] == [(True, 150, 600, 1800, 1800, 60)]
     row = next(r for r in ok(cli(hub, "alice", "classes")).splitlines() if r.startswith("cli-ckpt"))
     assert " on stop " in row, row
+    # Only nlp's members may submit with it now; others get a 403 that says so.
+    ok(cli(hub, "ada", "classes", "set", "cli-ckpt", "--groups", "nlp"))
+    c = hub.call("GET", "/classes/cli-ckpt", hub.tokens["ada"]).json()
+    assert c["groups"] == ["nlp"] and c["saves_on_stop"] is True and c["rank"] == 150
+    body = {"queue": "nlp", "priority": "cli-ckpt", "resources": {"cpu": "100m"}, "name": "cli-class-groups"}
+    r = hub.call("POST", "/workloads", hub.tokens["alice"], json={**body, "queue": "vision"})
+    assert r.status_code == 403 and "priority class 'cli-ckpt' is open to groups nlp" in r.json()["message"], r.text
+    r = hub.call("POST", "/workloads", hub.tokens["carol"], json=body)
+    assert r.status_code == 201 and r.json()["priority"] == "cli-ckpt", r.text
+    assert hub.call("DELETE", f"/workloads/{r.json()['id']}", hub.tokens["carol"]).status_code in (200, 202, 204)
     assert "deleted class cli-ckpt" in ok(cli(hub, "ada", "classes", "delete", "cli-ckpt"))
     assert "unknown priority class" in one_line_error(cli(hub, "ada", "classes", "delete", "cli-urgent"))

@@ -154,9 +154,24 @@ def test_work_submitted_on_behalf_goes_to_a_queue_of_the_users_groups(hub):
                                                                  "resources": {"cpu": "100m"}})
     assert r.status_code == 201, r.text
     assert r.json()["user"] == "carol" and r.json()["queue"] == "nlp"
-    r2 = hub.call("POST", "/workloads", hub.launcher_token, json={"user": "ada", "kind": "batch",
-                                                                  "resources": {"cpu": "100m"}})
-    assert r2.status_code == 400 and "ada's groups" in r2.json()["message"]
+    # ada is in no group: her work goes to a queue open to everyone, and without one it has no place.
+    for_ada = {"user": "ada", "kind": "batch", "resources": {"cpu": "100m"}}
+    assert hub.call("PUT", "/queues/flow-open", hub.tokens["ada"], json={"parent": "org"}).status_code == 201
+    try:
+        r2 = hub.call("POST", "/workloads", hub.launcher_token, json=for_ada)
+        assert r2.status_code == 201, r2.text
+        assert hub.call("GET", f"/queues/{r2.json()['queue']}", hub.tokens["ada"]).json()["groups"] == []
+        assert hub.call("DELETE", f"/workloads/{r2.json()['id']}", hub.launcher_token).status_code == 200
+    finally:
+        hub.call("DELETE", "/queues/flow-open", hub.tokens["ada"])
+    open_leaves = [q for q in hub.call("GET", "/queues", hub.tokens["ada"]).json()["queues"]
+                   if q["leaf"] and not q["groups"] and q["name"] != "org"]
+    r2 = hub.call("POST", "/workloads", hub.launcher_token, json=for_ada)
+    if open_leaves:        # another module's open queue, still there
+        assert r2.status_code == 201 and r2.json()["queue"] in {q["name"] for q in open_leaves}, r2.text
+        hub.call("DELETE", f"/workloads/{r2.json()['id']}", hub.launcher_token)
+    else:
+        assert r2.status_code == 400 and "ada's groups" in r2.json()["message"], r2.text
     r3 = hub.call("POST", "/workloads", hub.launcher_token, json={"user": "nobody-such", "kind": "batch"})
     assert r3.status_code == 400 and "no user" in r3.json()["message"]
     for bad in ([], "", 7):     # found by the fuzzer: a list here was a 500
