@@ -43,6 +43,7 @@ class Settings:
     default_home: str = "/home/jovyan"
     default_security_context: dict = field(default_factory=lambda: {"runAsUser": 1000, "runAsGroup": 100,
                                                                     "runAsNonRoot": True})
+    network_policy: bool = False          # a NetworkPolicy letting the workload's own pods talk to each other
 
 
 @dataclass
@@ -96,11 +97,15 @@ def name_of(workload: dict) -> str:
     return "ch-" + label_value(workload["id"]).lower()
 
 
+# On every object and pod the launcher makes, on nothing else: the chart's NetworkPolicy for job
+# pods (helm/computehub/templates/networkpolicy-jobs.yaml) selects them by it.
+MANAGED_BY = {"app.kubernetes.io/managed-by": "computehub-launcher"}
+
+
 def labels_of(workload: dict) -> dict:
     return {LABEL_PREFIX + "workload": label_value(workload["id"]), LABEL_PREFIX + "user": label_value(workload["user"]),
             LABEL_PREFIX + "queue": label_value(workload.get("queue") or ""),
-            LABEL_PREFIX + "kind": workload.get("kind") or "batch",
-            "app.kubernetes.io/managed-by": "computehub-launcher"}
+            LABEL_PREFIX + "kind": workload.get("kind") or "batch", **MANAGED_BY}
 
 
 def run_of(workload: dict) -> str:
@@ -196,9 +201,25 @@ def report_secret(workload: dict, s: Settings) -> dict | None:
             "stringData": {"token": workload["report_token"]}}
 
 
+def network_policy(workload: dict, s: Settings) -> dict | None:
+    """The workload's pods may reach each other (rendezvous, NCCL, replicas), and only each other.
+    It adds to the chart's policy for every job pod, which denies all other ingress but the
+    service's and allows egress to DNS, the service and the internet: NetworkPolicies are unions,
+    and "the same workload as me" is a value no single policy for all pods can say."""
+    if not s.network_policy:
+        return None
+    own = {"matchLabels": {LABEL_PREFIX + "workload": label_value(workload["id"]), **MANAGED_BY}}
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": _meta(name_of(workload), s, labels_of(workload), workload),
+            "spec": {"podSelector": own, "policyTypes": ["Ingress", "Egress"],
+                     "ingress": [{"from": [{"podSelector": own}]}], "egress": [{"to": [{"podSelector": own}]}]}}
+
+
 def _extras(workload: dict, job: Job, s: Settings) -> list[dict]:
-    """What a job's pods need besides themselves: its %%submit script and its report token."""
-    return [m for m in (script_configmap(workload, job, s), report_secret(workload, s)) if m]
+    """What a job's pods need besides themselves: its %%submit script, its report token, and
+    (before the pods, so that workers find each other from the start) its NetworkPolicy."""
+    return [m for m in (script_configmap(workload, job, s), report_secret(workload, s),
+                        network_policy(workload, s)) if m]
 
 
 def training_manifests(workload: dict, job: Job, t: Template, s: Settings) -> list[dict]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import os
 
-from traitlets import Dict, Integer, Unicode, default
+from traitlets import Bool, Dict, Integer, Unicode, default
 
 from .kube import LABEL_PREFIX, label_value
 from .kube_client import api_client
@@ -31,7 +31,8 @@ from .options import OptionsError
 
 KIND_API = {"Job": ("batch", "namespaced_job"), "Deployment": ("apps", "namespaced_deployment"),
             "Service": ("core", "namespaced_service"), "ConfigMap": ("core", "namespaced_config_map"),
-            "Secret": ("core", "namespaced_secret")}
+            "Secret": ("core", "namespaced_secret"),
+            "NetworkPolicy": ("networking", "namespaced_network_policy")}
 REPLACE_WAIT = 30.0     # seconds a start waits for an earlier run's objects to go before trying later
 
 
@@ -63,6 +64,10 @@ class KubeLauncher(LauncherBackend):
                                       help="""$COMPUTEHUB_CHECKPOINT_DIR of a job ({home}: the home volume's
         mount path, {id}: workload id); on the home volume it survives a preemption.""")
 
+    network_policy = Bool(False, config=True, help="""Create a NetworkPolicy per workload (named like it)
+        letting its pods reach each other and nothing else. Only with a policy that isolates every job pod
+        and lets in what else they need (the chart's, networkPolicy.enabled): alone it cuts them off.""")
+
     @default("pod_computehub_url")
     def _pod_computehub_url(self):
         return self.launcher_service_url()
@@ -74,12 +79,12 @@ class KubeLauncher(LauncherBackend):
     _api = None
 
     async def api(self):
-        """(CoreV1Api, BatchV1Api, AppsV1Api) on one client, configured once."""
+        """(CoreV1Api, BatchV1Api, AppsV1Api, NetworkingV1Api) on one client, configured once."""
         if self._api is None:
             from kubernetes_asyncio import client
             c = await api_client(self.kubeconfig)
             self._api = {"core": client.CoreV1Api(c), "batch": client.BatchV1Api(c), "apps": client.AppsV1Api(c),
-                         "client": c}
+                         "networking": client.NetworkingV1Api(c), "client": c}
         return self._api
 
     def settings(self, workload: dict) -> Settings:
@@ -90,7 +95,7 @@ class KubeLauncher(LauncherBackend):
                         grace_seconds=self.termination_grace_seconds, master_port=self.master_port,
                         inference_port=self.inference_port, computehub_url=self.pod_computehub_url,
                         checkpoint_dir_template=self.checkpoint_dir_template, default_image=self.default_image,
-                        default_home=self.default_home)
+                        default_home=self.default_home, network_policy=self.network_policy)
 
     async def notebook_pod(self, user: str) -> dict | None:
         api = await self.api()
@@ -247,6 +252,8 @@ class KubeLauncher(LauncherBackend):
         from kubernetes_asyncio.client.exceptions import ApiException
         api = await self.api()
         for kind in KIND_API:
+            if kind == "NetworkPolicy" and not self.network_policy:
+                continue            # none made (and the chart's Role then grants nothing on them)
             group, what = KIND_API[kind]
             name = name_of(workload) + SUFFIXES.get(kind, "")
             try:
