@@ -73,8 +73,9 @@
     return Number.isFinite(n) ? n : raw;
   }
 
-  function setOrDelete(vec, key, value) {
-    if (value === null || value === 0) delete vec[key]; else vec[key] = value;
+  // Empty removes the entry; 0 removes a guarantee (nothing guaranteed) but is a real limit.
+  function setOrDelete(vec, key, value, zeroIsSet) {
+    if (value === null || (value === 0 && !zeroIsSet)) delete vec[key]; else vec[key] = value;
     return vec;
   }
 
@@ -82,8 +83,9 @@
     var f = form.elements;
     var body = {
       guaranteed: setOrDelete(JSON.parse(form.dataset.guaranteed || "{}") || {}, "gpu", numberOrRaw(f.guaranteed_gpu.value)),
-      limit: setOrDelete(JSON.parse(form.dataset.limit || "{}") || {}, "gpu", numberOrRaw(f.limit_gpu.value)),
-      user_limit: setOrDelete(JSON.parse(form.dataset.userLimit || "{}") || {}, "gpu", numberOrRaw(f.user_limit_gpu.value))
+      limit: setOrDelete(JSON.parse(form.dataset.limit || "{}") || {}, "gpu", numberOrRaw(f.limit_gpu.value), true),
+      user_limit: setOrDelete(JSON.parse(form.dataset.userLimit || "{}") || {}, "gpu",
+                              numberOrRaw(f.user_limit_gpu.value), true)
     };
     var w = numberOrRaw(f.weight.value);
     if (w !== null) body.weight = w;

@@ -80,6 +80,15 @@ def test_admin_edits_quota_and_drains_node(admin_hub, browser, tmp_path):
         assert q["guaranteed"]["gpu"] == 3
         assert q["user_limit"] == {"gpu": 8} and q["groups"] == ["vision"]    # the rest is kept
 
+        # 0 is a limit (nothing), not "no limit": a per-user cap of 0 is saved as such.
+        for cap in ("0", "8"):
+            vision.locator("input[name=user_limit_gpu]").fill(cap)
+            vision.locator("button[type=submit]").click()
+            sync_api.expect(page.locator("#flash")).to_contain_text("Saved the quotas of queue vision")
+            assert hub.call("GET", "/queues/vision", ada).json()["user_limit"] == {"gpu": int(cap)}
+            page.reload()
+            sync_api.expect(vision.locator("input[name=user_limit_gpu]")).to_have_value(cap)
+
         # Pending work with its start estimate: alice's second 8-GPU gang waits for the first
         # (2 h limit); it would start on GPUs beyond vision's guarantee of 3, so the estimate
         # is a lower bound and the page says "or later".
