@@ -69,7 +69,9 @@ computehub infer --gpus 1 --port 8080 --replicas 2 -- ./serve.sh
     port = Int(0, help="The port COMMAND listens on (0: the launcher picks one and sets $PORT).").tag(config=True)
     replicas = Int(1, help="Copies of the service (count), each with --gpus GPUs.").tag(config=True)
     wait = Bool(False, help="Wait until it answers and print its URL.").tag(config=True)
-    aliases = {**SubmitApp.aliases, "port": "InferApp.port", "replicas": "InferApp.replicas"}
+    # An inference service's kind is inference and its copies are --replicas: no --kind, no --workers.
+    aliases = {**{k: v for k, v in SubmitApp.aliases.items() if k not in ("kind", "workers")},
+               "port": "InferApp.port", "replicas": "InferApp.replicas"}
     flags = {**SubmitApp.flags, "wait": ({"InferApp": {"wait": True}}, "Wait until it answers.")}
 
     def run(self):

@@ -122,7 +122,7 @@ def _common(f):
         argument("--cpu", default=None, help="CPU per worker: cores ('8', '0.5') or millicores ('500m')."),
         argument("--memory", default=None, help="Memory per worker, e.g. 64Gi, 512Mi."),
         argument("--queue", default=None, help="Queue (default: the first one open to your groups)."),
-        argument("--priority", default=None, help="Priority class (default: training; inference for %%%%serve)."),
+        argument("--priority", default=None, help="Priority class (default: training; inference for %%serve)."),
         argument("--time", default=None, help="Run-time limit: seconds or 90m, 2h, 1d. Declaring it gives an "
                                                "ETA and lets the job start early in gaps (backfill)."),
         argument("--checkpoint-every", default=None, help="How often the job saves a checkpoint: seconds "

@@ -224,6 +224,8 @@ def test_approvals_reject(hub, submitted):
     (["cancel"], "needs one or more workload ids"),
     (["quota", "set", "vision"], "nothing to change"),
     (["queue", "extra"], "unexpected argument 'extra'"),
+    (["infer", "--workers", "2", "--", "true"], "unknown option --workers"),     # copies are --replicas
+    (["infer", "--kind", "batch", "--", "true"], "unknown option --kind"),
 ])
 def test_bad_input_is_one_line(hub, args, expected):
     assert expected in one_line_error(cli(hub, "alice", *args))
