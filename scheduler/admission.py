@@ -49,9 +49,13 @@ def capacity_blocker(inv, w: Workload) -> Blocker:
         what = f"{w.request.get(CPU, 0) / 1000:g} cores"
     fits_ever = any(
         n.spec.schedulable and n.spec.gpus >= g and n.spec.cpu >= w.request.get(CPU, 0)
-        and n.spec.memory >= w.request.get(MEMORY, 0) and (not w.gpu_model or n.spec.gpu_model == w.gpu_model)
+        and n.spec.memory >= w.request.get(MEMORY, 0) and inv.model_fits(n.spec, w.gpu_model, g)
         and n.matches(w.node_selector)
         for n in inv.nodes.values())
     code = CAPACITY if fits_ever else NO_NODE
-    cap = inv.capacity.get(key, 0)
-    return Blocker(code, key, "", cap - inv.free.get(key, 0), cap, g * w.workers, what)
+    cap, free = inv.capacity.get(key, 0), inv.free.get(key, 0)
+    if g and not w.gpu_model:      # GPUs of models under a queue's quota are not "any GPU"
+        for m in inv.managed_models:
+            cap -= inv.capacity.get(flavor_key(m), 0)
+            free -= inv.free.get(flavor_key(m), 0)
+    return Blocker(code, key, "", cap - free, cap, g * w.workers, what)

@@ -104,7 +104,7 @@ def _reserve_one(inv: Inventory, holding, w: Workload, now: float, reserved: Res
     sel, model = w.node_selector, w.gpu_model
     ok = {name for name, n in inv.nodes.items()
           if n.spec.schedulable and n.spec.gpus >= g and n.spec.cpu >= cpu and n.spec.memory >= mem
-          and (model is None or n.spec.gpu_model == model) and (not sel or n.matches(sel))}
+          and inv.model_fits(n.spec, model, g) and (not sel or n.matches(sel))}
     if not ok:
         return None
     free: dict[str, list[int]] = {}

@@ -330,11 +330,20 @@ class Scheduler(SubmissionsMixin):
                     if v.state in TERMINAL:
                         self.state.workloads.pop(v.id, None)
             for w in res.admitted:
-                self.store.open_allocation(Allocation(w.id, w.user, w.queue, w.flavor, w.gpus, now))
+                self.store.open_allocation(Allocation(w.id, w.user, w.queue, self._booked_flavor(w), w.gpus, now))
                 self._event(now, "admitted", w, "", placement=[a.to_dict() for a in w.placement])
             self.store.put_fairshare(now, self.engine.fairshare.snapshot())
         self.last = res
         return res
+
+    def _booked_flavor(self, w) -> str:
+        """What the ledger books a workload's GPUs as: the model it asked for, else the model of
+        the nodes it got (priced as what it uses), else 'any'."""
+        if w.gpu_model or not w.gpus:
+            return w.flavor
+        nodes = self.state.inventory.nodes
+        models = {nodes[a.node].spec.gpu_model if a.node in nodes else None for a in w.placement}
+        return (models.pop() or "any") if len(models) == 1 else "any"
 
     # --- idle reclamation --------------------------------------------------------
 

@@ -13,7 +13,7 @@ from .resources import CPU, GPU, MEMORY, flavor_key
 
 
 class NodeState:
-    __slots__ = ("spec", "free_gpus", "free_cpu", "free_memory", "bucket_key")
+    __slots__ = ("spec", "free_gpus", "free_cpu", "free_memory", "bucket_key", "managed")
 
     def __init__(self, spec: NodeSpec):
         self.spec = spec
@@ -21,6 +21,7 @@ class NodeState:
         self.free_cpu = spec.cpu
         self.free_memory = spec.memory
         self.bucket_key: tuple[str, int] | None = None
+        self.managed = False        # its GPU model is under a queue's quota (Inventory.managed_models)
 
     def matches(self, selector: dict[str, str]) -> bool:
         labels = self.spec.labels
@@ -38,6 +39,7 @@ class Inventory:
         self.cpu_only: dict[str, None] = {}
         self.capacity: dict[str, int] = {}   # totals over schedulable nodes
         self.free: dict[str, int] = {}
+        self._managed: frozenset[str] = frozenset()
         for s in specs:
             self.add(s)
 
@@ -74,10 +76,28 @@ class Inventory:
             lists[count][n.spec.name] = None
             n.bucket_key = (model, count)
 
+    @property
+    def managed_models(self) -> frozenset[str]:
+        """GPU models under a queue's quota (``QueueTree.managed_models``): their GPUs go only to
+        work that names the model."""
+        return self._managed
+
+    @managed_models.setter
+    def managed_models(self, models: frozenset[str]) -> None:
+        self._managed = frozenset(models)
+        for n in self.nodes.values():
+            n.managed = self._model(n.spec) in self._managed
+
+    def model_fits(self, spec: NodeSpec, model: str | None, gpus: int) -> bool:
+        """May GPU work asking for ``model`` (None: any GPU) run on a node of ``spec``'s model?"""
+        if not gpus:
+            return True
+        return spec.gpu_model == model if model else self._model(spec) not in self._managed
+
     def with_free(self, gpus: int, model: str | None = None):
-        """Schedulable nodes (of ``model``, or any) with at least ``gpus`` GPUs free, from the
-        buckets: on a busy cluster a few, where scanning every node would cost thousands."""
-        for m in ([model or ""] if model else self.buckets):
+        """Schedulable nodes (of ``model``, or any unmanaged one) with at least ``gpus`` GPUs free,
+        from the buckets: on a busy cluster a few, where scanning every node would cost thousands."""
+        for m in ([model or ""] if model else [m for m in self.buckets if m not in self._managed]):
             lists = self.buckets.get(m, ())
             for count in range(gpus, len(lists)):
                 for name in lists[count]:
@@ -85,6 +105,7 @@ class Inventory:
 
     def add(self, spec: NodeSpec) -> NodeState:
         n = NodeState(spec)
+        n.managed = self._model(spec) in self._managed
         self.nodes[spec.name] = n
         if spec.schedulable:
             self._totals(n, 1)
@@ -99,6 +120,7 @@ class Inventory:
         if old is not None:
             self.remove(spec.name)
         n = NodeState(spec)
+        n.managed = self._model(spec) in self._managed
         for gpus, cpu, mem in held:
             n.free_gpus = [g for g in n.free_gpus if g not in gpus]
             n.free_cpu -= cpu
@@ -214,7 +236,7 @@ class Inventory:
                         if best is None or len(n.free_gpus) < len(best.free_gpus):
                             best = n
             return Assignment(best.spec.name, ()) if best else None
-        models = [w.gpu_model] if w.gpu_model else sorted(self.buckets)
+        models = [w.gpu_model] if w.gpu_model else sorted(m for m in self.buckets if m not in self._managed)
         extra = max((t[0] for t in taken.values()), default=0) if taken else 0
         if reserved:
             extra += max((r[0] for r in reserved.values()), default=0)

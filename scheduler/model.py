@@ -279,7 +279,7 @@ class Workload:
 
     @property
     def flavor(self) -> str:
-        """The GPU flavor the ledger books it under ('any' when no model was asked for)."""
+        """The GPU flavor it asked for ('any' when no model; ``Scheduler`` books its nodes' model)."""
         return self.gpu_model or ("any" if self.request.get("gpu") else "none")
 
     def to_dict(self) -> dict:

@@ -362,7 +362,7 @@ def _could_fit(state, w: Workload, cands: list[Workload]) -> bool:
         if missing <= 0:
             break
         for a in v.placement:
-            if not w.gpu_model or inv.nodes[a.node].spec.gpu_model == w.gpu_model:
+            if inv.model_fits(inv.nodes[a.node].spec, w.gpu_model, need):
                 missing -= len(a.gpus)
     return missing <= 0
 

@@ -32,6 +32,17 @@ def _with_flavor_total(vec: dict[str, int]) -> dict[str, int]:
 class QueueTree:
     """Queue specs plus live usage per queue and per (queue, user)."""
 
+    def managed_models(self) -> frozenset[str]:
+        """GPU models some queue has a quota for (``gpu:a100`` in a guarantee, limit, lending
+        limit, per-user limit or approval threshold). Their GPUs go only to work that asks for
+        the model, so that the quota holds: work asking for any GPU never lands on them."""
+        out = set()
+        for s in self.specs.values():
+            vecs = [s.guaranteed, s.limit, s.lending_limit, s.user_limit, s.approval_above,
+                    *s.user_limits.values()]
+            out.update(k[len("gpu:"):] for v in vecs if v for k in v if is_flavor(k))
+        return frozenset(out)
+
     def __init__(self, specs: list[QueueSpec]):
         self.specs: dict[str, QueueSpec] = {s.name: s for s in specs}
         self.children: dict[str, list[str]] = {n: [] for n in self.specs}

@@ -18,6 +18,7 @@ class ClusterState:
         self.classes: dict[str, PriorityClass] = {c.name: c for c in classes}
         self.tree = QueueTree(list(queues))
         self.inventory = Inventory(list(nodes))
+        self.inventory.managed_models = self.tree.managed_models()
         self.workloads: dict[str, Workload] = {}
         self.pending: dict[str, Workload] = {}
         self.holding: dict[str, Workload] = {}
@@ -77,6 +78,7 @@ class ClusterState:
             if w.state == PREEMPTING:
                 tree.mark_leaving(w.queue, w.total, 1)
         self.tree = tree
+        self.inventory.managed_models = tree.managed_models()
 
     def put_node(self, spec: NodeSpec) -> None:
         held = []

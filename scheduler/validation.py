@@ -298,14 +298,17 @@ def _check_feasible(f: dict, qspec: QueueSpec, state) -> None:
     if g or req.get("cpu") or req.get("memory"):
         fitting = [n for n in nodes
                    if n.gpus >= g and n.cpu >= req.get("cpu", 0) and n.memory >= req.get("memory", 0)
-                   and (model is None or n.gpu_model == model)
+                   and state.inventory.model_fits(n, model, g)
                    and all(n.labels.get(k) == v for k, v in f["node_selector"].items())]
         if not fitting:
             what = f"{g} {model or ''} GPU(s)".replace("  ", " ") if g else "these CPU/memory resources"
+            managed = sorted(state.inventory.managed_models) if g and model is None else []
             raise ValidationError(f"no node in the cluster can hold one worker with {what}"
-                                  + (f" and node selector {f['node_selector']}" if f["node_selector"] else ""))
+                                  + (f" and node selector {f['node_selector']}" if f["node_selector"] else "")
+                                  + (f" (GPUs of model {', '.join(managed)} take only work that asks for "
+                                     "that model, as queues have quotas for it: set gpu_model)" if managed else ""))
         if g:
-            avail = sum(n.gpus for n in nodes if model is None or n.gpu_model == model)
+            avail = sum(n.gpus for n in nodes if state.inventory.model_fits(n, model, g))
             if g * workers > avail:
                 raise ValidationError(
                     f"gang of {workers} × {g} GPUs is larger than the cluster ({avail} "

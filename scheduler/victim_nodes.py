@@ -16,9 +16,11 @@ from .resources import CPU, GPU, MEMORY
 
 
 def usable(n, w: Workload) -> bool:
-    """May ``w`` run on node ``n`` at all (schedulable, its GPU model, its node selector)?"""
+    """May ``w`` run on node ``n`` at all (schedulable, its GPU model, its node selector)?
+    GPU work asking for any model does not go to a model under a queue's quota."""
     spec = n.spec
     return spec.schedulable and not (w.gpu_model and spec.gpu_model != w.gpu_model) \
+        and not (n.managed and not w.gpu_model and w.request.get(GPU, 0)) \
         and not (w.node_selector and not n.matches(w.node_selector))
 
 

@@ -71,11 +71,17 @@ def test_ledger_counts_gpu_seconds_by_user_queue_flavor_with_window_and_prices()
     s.mark_finished(w2.id, now=1800)
     by_user = {r["user"]: r for r in s.usage(0, 7200, by="user")}
     assert by_user["ada"]["gpu_seconds"] == 7200 and by_user["bob"]["gpu_seconds"] == 7200
-    assert by_user["ada"]["cost"] == pytest.approx(6.0) and by_user["bob"]["cost"] == 0
+    # bob asked for any GPU and got A100s: booked, and priced, as what he used.
+    assert by_user["ada"]["cost"] == pytest.approx(6.0) and by_user["bob"]["cost"] == pytest.approx(6.0)
     half = {r["queue"]: r["gpu_hours"] for r in s.usage(1800, 3600, by="queue")}
     assert half == {"a": pytest.approx(1.0)}
     flav = {r["flavor"]: r["gpu_seconds"] for r in s.usage(0, 7200, by="flavor")}
-    assert flav == {"a100": 7200, "any": 7200}
+    assert flav == {"a100": 14400}
+    plain = cluster(nodes=1, gpus=8)                 # nodes of no stated model: "any"
+    w3 = job(plain, "a", gpus=2, now=0)
+    plain.cycle(now=0)
+    plain.mark_finished(w3.id, now=3600)
+    assert {r["flavor"]: r["gpu_seconds"] for r in plain.usage(0, 7200, by="flavor")} == {"any": 7200}
 
 
 def test_every_transition_is_an_event_with_time_and_reason():
