@@ -27,6 +27,7 @@ from traitlets import Bool, Integer, List, Unicode, default
 
 from .checkpoints import newest_save
 from .launch_base import CHECKPOINT_ENV, REPORT_TOKEN_ENV, Ended, LaunchError, LauncherBackend, gpus_of, job_of
+from .local_endpoints import answers_http, group_listens
 from .process_groups import free_port, group_alive, signal_group, start_time
 
 # The worker's command runs under sh so its exit code lands in a file: a launcher that
@@ -302,7 +303,9 @@ class LocalLauncher(LauncherBackend):
         if run is None:
             return None
         for w in run.workers:
-            if w.port and w.returncode() is None and await _answers(self.host, w.port):
+            # It must be the job that listens there: a port a user names may be another program's.
+            if w.port and w.returncode() is None and group_listens(w.pid, w.port) \
+                    and await answers_http(self.host, w.port):
                 return f"http://{self.host}:{w.port}"
         return None
 
@@ -381,19 +384,3 @@ def _signame(code: int) -> str:
             pass
     return ""
 
-
-async def _answers(host: str, port: int) -> bool:
-    """Whether something accepts connections and answers HTTP on host:port."""
-    try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 2)
-    except (OSError, asyncio.TimeoutError):
-        return False
-    try:
-        writer.write(f"HEAD / HTTP/1.0\r\nHost: {host}\r\n\r\n".encode())
-        await writer.drain()
-        line = await asyncio.wait_for(reader.readline(), 5)
-        return line.startswith(b"HTTP/")
-    except (OSError, asyncio.TimeoutError):
-        return False
-    finally:
-        writer.close()

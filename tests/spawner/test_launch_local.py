@@ -243,3 +243,37 @@ def test_links_planted_in_a_users_folders_lead_nowhere(root):
     else:                         # demo mode: the job is the launcher's own user; links are its own
         ended = run(_start_and_wait(lch, w20))
         assert ended.exit_code == 0 and secret.read_text() == "print('hi')\n"
+
+
+def test_an_inference_endpoint_is_the_jobs_own_listener_only(root):
+    """A user may name the port an inference service listens on; what answers there counts as
+    the service only if the job's own processes hold it: not the hub's, not someone else's."""
+    import http.server
+    import threading
+
+    from spawner.process_groups import free_port
+
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    lch = launcher(root)
+    squatter = workload("w30", ["sleep", "30"], root, kind="inference", port=other.server_port)
+    own = workload("w31", "exec python3 -m http.server $PORT --bind 127.0.0.1", root, kind="inference")
+
+    async def go():
+        await lch.start(squatter)
+        await lch.start(own)
+        try:
+            deadline, url = time.monotonic() + 20, None
+            while url is None and time.monotonic() < deadline:
+                url = await lch.ready(own)
+                await asyncio.sleep(0.2)
+            return url, await lch.ready(squatter)
+        finally:
+            await lch.stop(squatter, 1)
+            await lch.stop(own, 1)
+    try:
+        url, squatted = run(go())
+    finally:
+        other.shutdown()
+    assert url is not None and url.startswith("http://127.0.0.1:"), url
+    assert squatted is None          # the port answers HTTP, but not from the job
