@@ -55,3 +55,16 @@ def secret_data(objs: list[dict]) -> dict[str, str]:
 
 def pod_spec(obj: dict) -> dict:
     return obj["spec"] if obj["kind"] == "Pod" else obj["spec"]["template"]["spec"]
+
+
+def z2jh_values(tmp: Path, *sets: str, release: str = "t") -> dict:
+    """The z2jh values the chart's NOTES tell users to merge (``helm install --dry-run``), parsed."""
+    import re
+    args = ["install", release, str(CHART), "--namespace", NAMESPACE, "--dry-run=client"]
+    for s in sets:
+        args += ["--set", s]
+    out = helm(*args, tmp=tmp)
+    if out.returncode != 0:
+        raise ChartError(out.stderr.strip())
+    notes = out.stdout.split("NOTES:", 1)[1]
+    return yaml.safe_load(re.search(r"^hub:\n.*?(?=\n\n)", notes, re.S | re.M).group(0))

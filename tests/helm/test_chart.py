@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 import re
+from types import SimpleNamespace
 
 import pytest
-import yaml
-from chart import CHART, NAMESPACE, ChartError, helm, one, pod_spec, render, secret_data
+from chart import CHART, NAMESPACE, ChartError, helm, one, pod_spec, render, secret_data, z2jh_values
 from kubernetes_validate import validate
 from traitlets.config import Config
 
@@ -152,10 +152,7 @@ def test_the_hub_side_configures_jupyterhub_with_the_secrets_tokens(tmp_path, mo
     from hub_ext.scopes import NODES, ON_BEHALF
     objs = render(tmp_path, "hub.admins={ada}", "hub.teamLeads.vision={lin}")
     tokens = secret_data(objs)
-    notes = helm("install", "t", str(CHART), "--namespace", NAMESPACE, "--dry-run=client",
-                 "--set", "hub.admins={ada}", tmp=tmp_path)
-    assert notes.returncode == 0, notes.stderr
-    z2jh = yaml.safe_load(re.search(r"^hub:\n.*?(?=\n\n)", notes.stdout.split("NOTES:", 1)[1], re.S | re.M).group(0))
+    z2jh = z2jh_values(tmp_path, "hub.admins={ada}")
     env = {}
     for name, ref in z2jh["hub"]["extraEnv"].items():
         key = ref["valueFrom"]["secretKeyRef"]
@@ -195,6 +192,123 @@ def test_the_hub_side_configures_jupyterhub_with_the_secrets_tokens(tmp_path, mo
     ingress = one(objs, "NetworkPolicy", component="service")["spec"]["ingress"][0]["from"]
     assert any(e.get("key") == "component" and "singleuser-server" in e["values"]
                for f in ingress for e in f["podSelector"].get("matchExpressions", []))
+
+
+def run_hub_side(objs, monkeypatch) -> Config:
+    """The chart's hub side run as z2jh's hub runs it: the Secret's tokens in the env the NOTES set."""
+    tokens = secret_data(objs)
+    for env, key in (("API", "api"), ("SPAWNER", "spawner"), ("LAUNCHER", "launcher"),
+                     ("INVENTORY", "inventory"), ("METRICS", "metrics")):
+        monkeypatch.setenv(f"COMPUTEHUB_{env}_TOKEN", tokens[f"{key}-token"])
+    c = Config()
+    exec(compile(config_files(objs)["computehub_hub_config.py"], "computehub_hub_config.py", "exec"), {"c": c})
+    return c
+
+
+def env_of(objs, component: str) -> dict:
+    kind = "Pod" if component == "test" else "Deployment"
+    return {e["name"]: e.get("value") for e in pod_spec(one(objs, kind, component=component))["containers"][0]["env"]}
+
+
+def test_the_base_url_is_in_every_in_cluster_url(tmp_path, monkeypatch):
+    """With z2jh's hub.baseUrl /jupyter/, the hub routes and JupyterHub's Service prefixes the service
+    under /jupyter/services/computehub/ (jupyterhub.services.service.Service.prefix): the URLs the chart
+    gives notebooks, jobs, the launcher, the inventory, helm test, Prometheus and the notebook watch,
+    and the hub's API URL, are all under it."""
+    from jupyterhub.services.service import Service
+    from spawner.notebook_watch import NotebookWatch
+    objs = render(tmp_path, "hub.baseUrl=/jupyter/", "metrics.serviceMonitor.enabled=true")
+    c = run_hub_side(objs, monkeypatch)
+    services = {s["name"]: s for s in c.JupyterHub.services}
+    hub_service = Service(**services["computehub"], base_url="/jupyter/")     # as JupyterHub makes it
+    assert hub_service.url == f"http://t-computehub.{NAMESPACE}.svc:10101"      # the proxy keeps the path
+    prefix = hub_service.prefix
+    assert prefix == "/jupyter/services/computehub/"
+    url = hub_service.url + prefix.rstrip("/")          # QueueingMixin's default computehub_url in the hub
+    service = env_of(objs, "service")
+    assert service["JUPYTERHUB_SERVICE_PREFIX"] == prefix
+    assert service["JUPYTERHUB_OAUTH_CALLBACK_URL"] == prefix + "oauth_callback"     # Service.oauth_redirect_uri
+    assert service["JUPYTERHUB_BASE_URL"] == "/jupyter/"
+    assert service["JUPYTERHUB_API_URL"] == "http://hub:8081/jupyter/hub/api"      # z2jh's hub Service
+    for component in ("launcher", "inventory", "test"):
+        assert env_of(objs, component)["COMPUTEHUB_URL"] == url, component
+    assert json.loads(config_files(objs)["launcher_config.json"])["KubeLauncher"]["pod_computehub_url"] == url
+    assert c.QueuedKubeSpawner.pod_computehub_url == url
+    assert one(objs, "ServiceMonitor")["spec"]["endpoints"][0]["path"] == prefix + "metrics"
+    assert c.JupyterHub.template_vars["computehub_url"] == prefix            # the hub home page's link
+    # The notebook watch (a managed service in the hub pod): the hub on localhost, as z2jh's culler,
+    # and the service under the base URL.
+    watch = services["computehub-notebooks"]["command"]
+    monkeypatch.setenv("JUPYTERHUB_API_URL", "http://hub:8081/jupyter/hub/api")     # what JupyterHub gives it
+    app = NotebookWatch()
+    app.parse_command_line(watch[watch.index("spawner.notebook_watch") + 1:])
+    assert app.hub_api_url == "http://127.0.0.1:8081/jupyter/hub/api" and app.computehub_url == url
+    # An explicit API URL wins; the base URL is checked.
+    objs = render(tmp_path, "hub.baseUrl=/jupyter/", "hub.apiUrl=http://my-hub:8081/jupyter/hub/api")
+    assert env_of(objs, "service")["JUPYTERHUB_API_URL"] == "http://my-hub:8081/jupyter/hub/api"
+
+
+def test_the_default_base_url(objs):
+    assert env_of(objs, "service")["JUPYTERHUB_API_URL"] == "http://hub:8081/hub/api"
+    assert env_of(objs, "launcher")["COMPUTEHUB_URL"] == f"http://t-computehub.{NAMESPACE}.svc:10101/services/computehub"
+
+
+def test_notebook_watch_settings_are_kept_and_it_can_be_off(tmp_path, monkeypatch):
+    from spawner.notebook_watch import NotebookWatch
+    objs = render(tmp_path, values={"hub": {"notebookWatch": {"interval": 60}}})
+    watch = {s["name"]: s for s in run_hub_side(objs, monkeypatch).JupyterHub.services}["computehub-notebooks"]
+    monkeypatch.setenv("JUPYTERHUB_API_URL", "http://hub:8081/hub/api")     # what JupyterHub gives it
+    app = NotebookWatch()
+    app.parse_command_line(watch["command"][watch["command"].index("spawner.notebook_watch") + 1:])
+    assert app.interval == 60 and app.hub_api_url == "http://127.0.0.1:8081/hub/api"
+    objs = render(tmp_path, "hub.notebookWatch=false")
+    assert "computehub-notebooks" not in {s["name"] for s in run_hub_side(objs, monkeypatch).JupyterHub.services}
+
+
+@pytest.mark.parametrize("sets, named", [
+    ([], True),
+    (["priorityClasses.create=false"], False),
+    (["priorityClasses.create=false", "priorityClasses.useExisting=true"], True),
+])
+def test_pods_name_the_priority_classes_that_exist(tmp_path, monkeypatch, sets, named):
+    """Notebooks and jobs name the chart's PriorityClasses where they exist (created here, or by another
+    release: useExisting), and none where none exist, nor for a ComputeHub class the chart has none
+    for (an admin's own): a pod naming a PriorityClass that does not exist is refused."""
+    from spawner.kube import QueuedKubeSpawner
+    from spawner.launch_kube import KubeLauncher
+    from spawner.launcher_app import LauncherApp
+    objs = render(tmp_path, *sets)
+    assert bool([o for o in objs if o["kind"] == "PriorityClass"]) is ("priorityClasses.create=false" not in sets)
+    c = run_hub_side(objs, monkeypatch)
+    (tmp_path / "l.json").write_text(config_files(objs)["launcher_config.json"])
+    app = LauncherApp(computehub_url="http://x/services/computehub", token="t")
+    app.load_config_file(str(tmp_path / "l.json"))
+    # The hub's spawner as configured (its priority_class_for, without a Kubernetes client to make).
+    spawner = SimpleNamespace(priority_class_names=c.QueuedKubeSpawner.priority_class_names,
+                              priority_class_template=c.QueuedKubeSpawner.priority_class_template)
+    launcher = KubeLauncher(parent=app)
+    for cls in ("interactive", "inference", "training", "preemptible", "urgent"):
+        want = f"computehub-{cls}" if named and cls != "urgent" else ""
+        assert QueuedKubeSpawner.priority_class_for(spawner, cls) == want, (sets, cls)
+        assert launcher.settings({"priority": cls}).priority_class == want, (sets, cls)
+
+
+def test_the_notes_give_z2jh_only_its_own_keys(tmp_path):
+    """Every key the NOTES print is one z2jh's values have, in the shape z2jh takes (its
+    jupyterhub.extraEnv helper: a map of strings or EnvVar bodies; the rest lists and maps)."""
+    z2jh = z2jh_values(tmp_path, "image.repository=registry.example/computehub", "image.tag=1.2.3",
+                       "hub.baseUrl=/jupyter/")
+    assert set(z2jh) == {"hub", "proxy", "singleuser"}
+    assert set(z2jh["hub"]) == {"image", "baseUrl", "extraEnv", "extraVolumes", "extraVolumeMounts", "extraConfig",
+                                "networkPolicy"}
+    assert z2jh["hub"]["image"] == {"name": "registry.example/computehub", "tag": "1.2.3"}
+    assert z2jh["hub"]["baseUrl"] == "/jupyter/"
+    assert all(set(v) == {"valueFrom"} for v in z2jh["hub"]["extraEnv"].values())
+    assert all(isinstance(v, str) for v in z2jh["hub"]["extraConfig"].values())
+    assert set(z2jh["proxy"]) == {"chp"} and set(z2jh["proxy"]["chp"]) == {"networkPolicy"}
+    for policy in (z2jh["hub"]["networkPolicy"], z2jh["proxy"]["chp"]["networkPolicy"],
+                   z2jh["singleuser"]["networkPolicy"]):
+        assert set(policy) == {"egress"} and isinstance(policy["egress"], list)
 
 
 def test_the_inventory_lists_no_pods_when_it_does_not_count_them(tmp_path):
@@ -246,6 +360,9 @@ def test_optional_parts_can_be_left_out(tmp_path):
     (["service.cycleInterval=0"], "/service/cycleInterval"),
     (["servce.port=1"], "additional properties 'servce' not allowed"),
     (["hub.baseUrl=jupyter"], "/hub/baseUrl"),
+    (["hub.apiUrl=hub:8081"], "/hub/apiUrl"),
+    (["hub.release=JHub"], "/hub/release"),
+    (["priorityClasses.useExisting=yes"], "/priorityClasses/useExisting"),
     (["service.allowedNodeSelectors={zone}"], "/service/allowedNodeSelectors/0"),
     (["priorityClasses.values.training=0"], "/priorityClasses/values/training"),
 ])

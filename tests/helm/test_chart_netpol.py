@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from chart import NAMESPACE, ChartError, one, render
+from chart import NAMESPACE, ChartError, one, render, z2jh_values
 from kubernetes_validate import validate
 from netpol import Endpoint, allowed, outside, selects
 
@@ -215,3 +215,91 @@ def test_bad_values_are_refused(tmp_path, values, message):
     with pytest.raises(ChartError) as e:
         render(tmp_path, values=values)
     assert message in str(e.value)
+
+
+# ---- z2jh's side: its hub, proxy and notebooks reaching the service --------------------------------
+
+PRIVATE = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]
+Z2JH_DEFAULTS = {   # z2jh's egressAllowRules defaults: all on, but privateIPs and cloudMetadataServer for notebooks
+    "hub": dict.fromkeys(["cloudMetadataServer", "dnsPortsCloudMetadataServer", "dnsPortsKubeSystemNamespace",
+                          "dnsPortsPrivateIPs", "nonPrivateIPs", "privateIPs"], True),
+}
+Z2JH_DEFAULTS["proxy"] = dict(Z2JH_DEFAULTS["hub"])
+Z2JH_DEFAULTS["singleuser-server"] = dict(Z2JH_DEFAULTS["hub"], privateIPs=False, cloudMetadataServer=False)
+CLOSED = dict.fromkeys(Z2JH_DEFAULTS["hub"], False)
+
+
+def z2jh_policy(component: str, allow: dict, egress: list, release: str = "jhub") -> dict:
+    """z2jh's NetworkPolicy of its hub, proxy or notebooks as it renders their egress: its own pods'
+    rules (to its hub, proxy, notebooks: none of them reach ComputeHub), the egressAllowRules as
+    its jupyterhub.networkPolicy.renderEgressRules helper writes them, then the values' `egress`."""
+    own = {"hub": "hub", "proxy": "proxy", "singleuser-server": "singleuser"}[component]
+    rules = [{"to": [{"podSelector": {"matchLabels": {"app": "jupyterhub", "release": release, "component": c}}}]}
+             for c in ("hub", "proxy", "singleuser-server") if c != component]
+    dns = ([{"ipBlock": {"cidr": f"{METADATA}/32"}}] if allow["dnsPortsCloudMetadataServer"] else []) + \
+        ([{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}}}]
+         if allow["dnsPortsKubeSystemNamespace"] else []) + \
+        ([{"ipBlock": {"cidr": c}} for c in PRIVATE] if allow["dnsPortsPrivateIPs"] else [])
+    if dns:
+        rules.append({"ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}], "to": dns})
+    if allow["nonPrivateIPs"]:
+        rules.append({"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": PRIVATE + [f"{METADATA}/32"]}}]})
+    if allow["privateIPs"]:
+        rules.append({"to": [{"ipBlock": {"cidr": c}} for c in PRIVATE]})
+    if allow["cloudMetadataServer"]:
+        rules.append({"to": [{"ipBlock": {"cidr": f"{METADATA}/32"}}]})
+    return {"metadata": {"name": own, "namespace": NAMESPACE},
+            "spec": {"podSelector": {"matchLabels": {"app": "jupyterhub", "release": release, "component": component}},
+                     "policyTypes": ["Ingress", "Egress"], "ingress": [], "egress": rules + list(egress)}}
+
+
+@pytest.fixture(scope="module")
+def notes(tmp_path_factory):
+    return z2jh_values(tmp_path_factory.mktemp("notes"))
+
+
+def z2jh_side(c: Cluster, notes: dict | None, allow: dict | None = None) -> list[dict]:
+    """z2jh's three policies, with the NOTES' egress rules merged into its values (or not)."""
+    egress = {"hub": notes["hub"]["networkPolicy"]["egress"] if notes else [],
+              "proxy": notes["proxy"]["chp"]["networkPolicy"]["egress"] if notes else [],
+              "singleuser-server": notes["singleuser"]["networkPolicy"]["egress"] if notes else []}
+    return [z2jh_policy(k, allow or Z2JH_DEFAULTS[k], e) for k, e in egress.items()]
+
+
+def test_z2jh_pods_reach_the_service_with_what_the_notes_add(cluster, notes):
+    """Through z2jh's policies and the chart's: notebooks need the NOTES' singleuser rule (z2jh closes
+    private IPs to them); the hub and the proxy reach the service with z2jh's defaults, and with the
+    NOTES' rules even when all their egressAllowRules are off."""
+    c = cluster
+    port = c.service.ports["http"]
+    for z2jh_policies, open_to in [
+        (z2jh_side(c, None), {"hub", "proxy"}),
+        (z2jh_side(c, notes), {"hub", "proxy", "notebook"}),
+        (z2jh_side(c, notes, CLOSED), {"hub", "proxy", "notebook"}),
+        (z2jh_side(c, None, CLOSED), set()),
+    ]:
+        policies = c.policies + z2jh_policies
+        for name, pod in (("hub", c.hub), ("proxy", c.proxy), ("notebook", c.notebook["alice"])):
+            assert allowed(policies, pod, c.service, port) is (name in open_to), (name, open_to)
+        # Nothing of it opens the database or users' jobs to them.
+        assert not allowed(policies, c.notebook["alice"], c.postgresql, 5432)
+        assert not allowed(policies, c.proxy, c.serve, 8000)
+
+
+def test_the_services_policy_admits_the_z2jh_release_it_is_told(tmp_path):
+    """The service admits z2jh's hub, proxy and notebooks by the labels z2jh and KubeSpawner give them
+    (app=jupyterhub, component, release); not a pod that merely calls itself `component: proxy`, and,
+    with hub.release, not another z2jh release's pods."""
+    def may(objs, labels):
+        c = Cluster(objs, tmp_path)
+        return c.may(Endpoint(labels, NAMESPACE, "10.0.7.1"), c.service, c.service.ports["http"])
+    for release, admitted in (("", {"jhub", "other"}), ("jhub", {"jhub"})):
+        objs = render(tmp_path, *([f"hub.release={release}"] if release else []))
+        validate({**one(objs, "NetworkPolicy", component="service"), "metadata": {"name": "t-computehub"}},
+                 K8S_VERSION, strict=True)
+        for component in ("hub", "proxy", "singleuser-server"):
+            for rel in ("jhub", "other"):
+                labels = {"app": "jupyterhub", "release": rel, "component": component}
+                assert may(objs, labels) is (rel in admitted), (release, labels)
+            assert not may(objs, {"component": component})
+            assert not may(objs, {"app": "jupyterhub", "release": "jhub", "component": "autohttps"})

@@ -28,9 +28,34 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
 {{- end -}}
 
-{{/* Where pods in the cluster reach the service directly (not through the proxy). */}}
+{{/* The service's Service, as the hub registers it (JupyterHub's proxy routes <baseUrl>services/<name>/
+     to it with the path kept). */}}
+{{- define "computehub.serviceUrl" -}}
+{{- printf "http://%s.%s.svc:%d" (include "computehub.fullname" .) .Release.Namespace (int .Values.service.port) -}}
+{{- end -}}
+
+{{/* Where pods in the cluster reach the service directly (not through the proxy): it serves under
+     the hub's prefix, <baseUrl>services/<name> (JUPYTERHUB_SERVICE_PREFIX), so the base URL is in it. */}}
 {{- define "computehub.inClusterUrl" -}}
-{{- printf "http://%s.%s.svc:%d/services/%s" (include "computehub.fullname" .) .Release.Namespace (int .Values.service.port) .Values.hub.serviceName -}}
+{{- printf "%s%sservices/%s" (include "computehub.serviceUrl" .) .Values.hub.baseUrl .Values.hub.serviceName -}}
+{{- end -}}
+
+{{/* The hub's REST API as ComputeHub's pods reach it: z2jh's `hub` Service, port 8081, under the base URL. */}}
+{{- define "computehub.hubApiUrl" -}}
+{{- .Values.hub.apiUrl | default (printf "http://hub:8081%shub/api" .Values.hub.baseUrl) -}}
+{{- end -}}
+
+{{/* The PriorityClass of each ComputeHub class (priorityClasses.values) as JSON, where the classes exist
+     (this release creates them, or another one did: useExisting), else {}. Pods of a class not named
+     here get none (not "computehub-<class>": a pod naming a missing PriorityClass is refused). */}}
+{{- define "computehub.priorityClassNames" -}}
+{{- $names := dict -}}
+{{- if or .Values.priorityClasses.create .Values.priorityClasses.useExisting -}}
+{{- range $class, $_ := .Values.priorityClasses.values -}}
+{{- $_ := set $names $class (printf "computehub-%s" $class) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $names -}}
 {{- end -}}
 
 {{- define "computehub.secretName" -}}
@@ -61,7 +86,7 @@ seccompProfile:
 {{/* Env naming the hub, for every ComputeHub pod. */}}
 {{- define "computehub.hubEnv" -}}
 - name: JUPYTERHUB_API_URL
-  value: {{ .Values.hub.apiUrl | quote }}
+  value: {{ include "computehub.hubApiUrl" . | quote }}
 - name: JUPYTERHUB_BASE_URL
   value: {{ .Values.hub.baseUrl | quote }}
 {{- end -}}
