@@ -49,7 +49,10 @@ def configure_jupyterhub(c, *, name: str = "computehub", port: int = 10101, url:
     names other services that may register nodes. ``spawner_api_token`` is the token the
     hub's queueing spawner submits notebooks with (the ``<name>-spawner`` service, on behalf);
     ``metrics_api_token`` the one Prometheus scrapes ``/metrics`` with (``<name>-metrics``).
+    The service's paths include the hub's ``c.JupyterHub.base_url``: set it before this call.
     """
+    base = "/" + _get(c.JupyterHub, "base_url", "/").strip("/") + "/"
+    base = "/" if base == "//" else base
     custom = dict(_get(c.JupyterHub, "custom_scopes", {}))
     custom.update(CUSTOM_SCOPES)
     c.JupyterHub.custom_scopes = custom
@@ -76,7 +79,7 @@ def configure_jupyterhub(c, *, name: str = "computehub", port: int = 10101, url:
     c.JupyterHub.services = services + [service]
     if launcher:
         on_behalf_services = list(on_behalf_services) + [_add_launcher(c, name, url or f"http://127.0.0.1:{port}",
-                                                                       config_file, data_dir)]
+                                                                       config_file, data_dir, base)]
     if launcher_api_token:
         on_behalf_services = list(on_behalf_services) + [_add_external(c, f"{name}-launcher", launcher_api_token)]
     if spawner_api_token:
@@ -129,18 +132,18 @@ def configure_jupyterhub(c, *, name: str = "computehub", port: int = 10101, url:
         c.QueueingMixin.concurrent_start_limit = limit
     c.JupyterHub.concurrent_spawn_limit = 0
     if notebook_watch:
-        _add_notebook_watch(c, service, add, {} if notebook_watch is True else dict(notebook_watch))
+        _add_notebook_watch(c, service, add, {} if notebook_watch is True else dict(notebook_watch), base)
     c.JupyterHub.load_roles = roles
     # The hub's home page links ComputeHub (and its admin pages, for its admins).
     paths = [p for p in _get(c.JupyterHub, "template_paths", []) if p != TEMPLATES]
     c.JupyterHub.template_paths = [TEMPLATES] + paths
     tv = dict(_get(c.JupyterHub, "template_vars", {}))
-    tv.update(computehub_url=f"/services/{name}/", computehub_admin_role=f"{name}-admin")
+    tv.update(computehub_url=f"{base}services/{name}/", computehub_admin_role=f"{name}-admin")
     c.JupyterHub.template_vars = tv
     return service
 
 
-def _add_launcher(c, name: str, service_url: str, config_file, data_dir) -> str:
+def _add_launcher(c, name: str, service_url: str, config_file, data_dir, base: str = "/") -> str:
     """Register the managed launcher service; returns its name (it needs the on-behalf role)."""
     lname = f"{name}-launcher"
     cmd = [sys.executable, "-m", "spawner.launcher_app"]
@@ -149,7 +152,7 @@ def _add_launcher(c, name: str, service_url: str, config_file, data_dir) -> str:
     if data_dir:
         cmd += [f"--data-dir={data_dir}"]
     entry = {"name": lname, "command": cmd,
-             "environment": {"COMPUTEHUB_URL": service_url.rstrip("/") + f"/services/{name}"}}
+             "environment": {"COMPUTEHUB_URL": service_url.rstrip("/") + f"{base}services/{name}"}}
     c.JupyterHub.services = [s for s in c.JupyterHub.services if s.get("name") != lname] + [entry]
     return lname
 
@@ -166,13 +169,13 @@ def _get(section, key, empty):
     return section[key] if key in section else empty
 
 
-def _add_notebook_watch(c, service: dict, add, settings: dict) -> None:
+def _add_notebook_watch(c, service: dict, add, settings: dict, base: str = "/") -> None:
     """The managed ``<name>-notebooks`` service (spawner/notebook_watch.py) and its role."""
     name = service["name"]
     watch = f"{name}-notebooks"
     cmd = [sys.executable, "-m", "spawner.notebook_watch"]
     cmd += [f"--NotebookWatch.{k}={v}" for k, v in sorted(settings.items())]
-    env = {"COMPUTEHUB_URL": service["url"].rstrip("/") + f"/services/{name}"}
+    env = {"COMPUTEHUB_URL": service["url"].rstrip("/") + f"{base}services/{name}"}
     services = [s for s in _get(c.JupyterHub, "services", []) if s.get("name") != watch]
     c.JupyterHub.services = services + [{"name": watch, "command": cmd, "environment": env}]
     add({"name": watch, "services": [watch],

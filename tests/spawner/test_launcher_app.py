@@ -97,6 +97,14 @@ def test_server_tokens_may_call_the_service():
     assert launcher["environment"]["COMPUTEHUB_URL"] == "http://127.0.0.1:10101/services/computehub"
     roles = {r["name"]: r for r in c.JupyterHub.load_roles}
     assert "computehub-launcher" in roles["computehub-on-behalf"]["services"]
+    # Under a hub base URL the service's paths carry it (JupyterHub's Service.prefix does).
+    cb = Config()
+    cb.JupyterHub.base_url = "/jupyter"
+    configure_jupyterhub(cb, port=10101, launcher=True, notebook_watch=True)
+    env = {s["name"]: s.get("environment", {}) for s in cb.JupyterHub.services}
+    assert env["computehub-launcher"]["COMPUTEHUB_URL"] == "http://127.0.0.1:10101/jupyter/services/computehub"
+    assert env["computehub-notebooks"]["COMPUTEHUB_URL"] == "http://127.0.0.1:10101/jupyter/services/computehub"
+    assert cb.JupyterHub.template_vars["computehub_url"] == "/jupyter/services/computehub/"
     c2 = Config()
     c2.Spawner.server_token_scopes = ["inherit"]
     configure_jupyterhub(c2)
