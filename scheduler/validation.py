@@ -295,10 +295,13 @@ def _check_feasible(f: dict, qspec: QueueSpec, state) -> None:
     nodes = [n.spec for n in state.inventory.nodes.values()]
     g = req.get(GPU, 0)
     model = f["gpu_model"]
+    # Models under a queue's quota take only work naming them (Inventory.model_fits, inlined:
+    # this runs over every node for every submission).
+    off = state.inventory.managed_models if g and model is None else frozenset()
     if g or req.get("cpu") or req.get("memory"):
         fitting = [n for n in nodes
                    if n.gpus >= g and n.cpu >= req.get("cpu", 0) and n.memory >= req.get("memory", 0)
-                   and state.inventory.model_fits(n, model, g)
+                   and (model is None or n.gpu_model == model) and not (off and (n.gpu_model or "") in off)
                    and all(n.labels.get(k) == v for k, v in f["node_selector"].items())]
         if not fitting:
             what = f"{g} {model or ''} GPU(s)".replace("  ", " ") if g else "these CPU/memory resources"
@@ -308,7 +311,8 @@ def _check_feasible(f: dict, qspec: QueueSpec, state) -> None:
                                   + (f" (GPUs of model {', '.join(managed)} take only work that asks for "
                                      "that model, as queues have quotas for it: set gpu_model)" if managed else ""))
         if g:
-            avail = sum(n.gpus for n in nodes if state.inventory.model_fits(n, model, g))
+            avail = sum(n.gpus for n in nodes if (model is None or n.gpu_model == model)
+                        and not (off and (n.gpu_model or "") in off))
             if g * workers > avail:
                 raise ValidationError(
                     f"gang of {workers} × {g} GPUs is larger than the cluster ({avail} "
