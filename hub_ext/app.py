@@ -24,13 +24,13 @@ from traitlets.config import Application
 from jupyterhub.services.auth import HubOAuthCallbackHandler
 from scheduler import EngineConfig, Scheduler
 from scheduler.model import PENDING
-from scheduler.store.sql import SqlStore
 
 from . import api_admin as A
 from . import api_status as S
 from . import api_workloads as W
 from .audit import AuditEmitter
 from .api_serve import ServeHandler
+from .app_config import ServiceConfig
 from .group_commit import GroupCommit
 from .metrics import Metrics, MetricsHandler
 from .openapi import OpenAPIHandler
@@ -42,7 +42,7 @@ from .submission_rules import SubmissionRules
 VERSION = "0.1.0"
 
 
-class ComputeHubService(SubmissionRules, Application):
+class ComputeHubService(ServiceConfig, SubmissionRules, Application):
     name = "computehub-serve"
     description = "The ComputeHub scheduler as a JupyterHub service."
     classes = [EngineConfig]
@@ -50,7 +50,8 @@ class ComputeHubService(SubmissionRules, Application):
                "data-dir": "ComputeHubService.data_dir", "url": "ComputeHubService.url"}
 
     config_file = Unicode("computehub_config.py", config=True,
-                          help="Python config file to load (a missing file is fine).")
+                          help="Config file to load: Python, or JSON when it ends in .json. The default "
+                               "may be missing; a file named with --config must exist and load.")
     data_dir = Unicode(config=True, help="Folder for the SQLite database, logs and the cookie secret.")
     db_url = Unicode(config=True,
                      help="SQLAlchemy URL of the database: sqlite:///path (default, under data_dir) or "
@@ -58,7 +59,7 @@ class ComputeHubService(SubmissionRules, Application):
     url = Unicode(config=True, help="Where to listen, e.g. http://127.0.0.1:10101 "
                                     "(default: $JUPYTERHUB_SERVICE_URL, set by the hub for managed services).")
     service_prefix = Unicode(config=True, help="URL prefix of the service (default: $JUPYTERHUB_SERVICE_PREFIX).")
-    cycle_interval = Float(5.0, config=True, help="Seconds between periodic scheduling cycles.")
+    cycle_interval = Float(5.0, config=True, help="Seconds between periodic scheduling cycles (above 0).")
     cycle_delay = Float(0.01, config=True,
                         help="Seconds to wait after a change before a cycle, so bursts share one cycle.")
     cycle_min_interval = Float(0.05, config=True,
@@ -97,7 +98,8 @@ class ComputeHubService(SubmissionRules, Application):
     prices = Dict(config=True, help="Price per GPU-hour by GPU flavor (e.g. {'a100': 3.0}); "
                                     "'any' prices GPUs of no stated model.")
     allowed_node_selectors = List(Unicode(), config=True,
-                                  help="Node label keys that users may set in node_selector. Anything else "
+                                  help="Node labels that users may set in node_selector: a key ('zone', any "
+                                       "value) or key=value ('zone=east', that value only). Anything else "
                                        "is refused unless the caller may submit on behalf of users.")
     authenticate_metrics = Bool(True, config=True,
                                 help="Require the hub's read:metrics scope (or admin) for /metrics.")
@@ -126,21 +128,18 @@ class ComputeHubService(SubmissionRules, Application):
     # --- set-up ------------------------------------------------------------------
 
     def initialize(self, argv=None):
-        super().initialize(argv)
-        if self.config_file and os.path.exists(self.config_file):
+        # Every setting is checked before anything is written or served (app_config.py).
+        self.parse_command_line(argv)
+        if self.config_file:
             self.load_config_file(self.config_file)
-        os.makedirs(self.data_dir, exist_ok=True)
+        self.check_config_sections()
+        self.engine_config = EngineConfig(parent=self)
+        self.prepare_dirs()
         self.logs_dir = os.path.join(self.data_dir, "logs")
-        os.makedirs(self.logs_dir, exist_ok=True)
         self.version = VERSION
         self.stopping = False
-        self.engine_config = EngineConfig(parent=self)
-        self.sched = Scheduler(SqlStore(self.db_url), self.engine_config, prices=dict(self.prices))
-        for n in self.nodes:
-            self.sched.put_node(n, actor="config")
-        if not self.sched.state.tree.specs:
-            for q in self.initial_queues:
-                self.sched.put_queue(q, actor="config")
+        self.sched = Scheduler(self.open_store(), self.engine_config, prices=dict(self.prices))
+        self.apply_start_config()
         self.report_tokens = ReportTokens(load_secret(self.sched.store))
         self.metrics = Metrics(self)
         handlers = []
@@ -333,4 +332,5 @@ class NotFoundHandler(web.RequestHandler):
 
 
 def main(argv=None):
-    ComputeHubService.launch_instance(argv)
+    from spawner.config_checks import launch
+    launch(ComputeHubService, argv)

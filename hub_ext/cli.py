@@ -135,6 +135,10 @@ _EXPECTED = {"an int": "a whole number", "a float": "a number", "a unicode strin
 def _describe(app: Application | None, e: Exception) -> str:
     msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     sub = app.subapp if app is not None and app.subapp is not None else app
+    if sub is not None and not isinstance(sub, Command):
+        # serve: its settings are Class.trait, in a config file or as --Class.trait=...
+        from spawner.config_checks import describe
+        return describe(e)
 
     def option(trait: str) -> str:
         return sub.option_name(trait) if isinstance(sub, Command) else "--" + trait.replace("_", "-")
@@ -155,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         rc = app.start()
     except (UsageError, TraitError, ArgumentError) as e:
         print(f"computehub: error: {_describe(app, e)}", file=sys.stderr)
-        return USAGE_EXIT
+        return getattr(e, "status", USAGE_EXIT)
     except KeyboardInterrupt:
         print("computehub: interrupted", file=sys.stderr)
         return 130

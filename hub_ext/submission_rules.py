@@ -36,11 +36,14 @@ class SubmissionRules:
         if selector and not caller.on_behalf:
             if not isinstance(selector, dict):
                 raise ValidationError("node_selector must map label names to values")
-            bad = sorted(set(selector) - set(self.allowed_node_selectors))
+            # An allowed entry is a label key (any value) or key=value (that value only).
+            allowed_set = set(self.allowed_node_selectors)
+            bad = sorted(f"{k}={v}" for k, v in selector.items()
+                         if k not in allowed_set and f"{k}={v}" not in allowed_set)
             if bad:
                 allowed = ", ".join(self.allowed_node_selectors) or "none"
-                raise APIError(403, "forbidden", f"node_selector key(s) {', '.join(map(str, bad))} are not "
-                                                 f"allowed (an admin allows: {allowed})")
+                raise APIError(403, "forbidden", f"node_selector {', '.join(bad)} not allowed "
+                                                 f"(an admin allows: {allowed})")
         specs = self.sched.state.tree.specs
         if "queue" not in spec:
             # Someone else's work goes to a queue open to *their* groups, which the hub knows.

@@ -116,23 +116,41 @@ class EngineConfig(Configurable):
         256, config=True,
         help="The most preemption candidates considered for one pending workload per cycle.")
 
-    @validate("half_life")
-    def _positive_half_life(self, proposal):
-        if proposal["value"] <= 0:
-            raise TraitError("half_life must be a positive number of seconds")
-        return proposal["value"]
+    # Each refusal names the setting, the value and what it takes (a person reads it at start).
+    _POSITIVE = {"half_life": "seconds", "assumed_limit": "seconds"}
+    _AT_LEAST = {"fair_share_band": (0, "a fair-share step; 0 = every difference counts"),
+                 "reservations": (0, "workloads; 0 = none reserves"),
+                 "max_victims_tried": (1, "preemption candidates per workload")}
+
+    @validate(*_POSITIVE)
+    def _positive(self, proposal):
+        name, value = proposal.trait.name, proposal["value"]
+        if not 0 < value < float("inf"):
+            raise TraitError(f"EngineConfig.{name} must be a positive number of {self._POSITIVE[name]}, "
+                             f"not {value!r}")
+        return value
+
+    @validate(*_AT_LEAST)
+    def _at_least(self, proposal):
+        name, value = proposal.trait.name, proposal["value"]
+        low, what = self._AT_LEAST[name]
+        if not low <= value < float("inf"):
+            raise TraitError(f"EngineConfig.{name} must be at least {low} ({what}), not {value!r}")
+        return value
 
     @validate("preempt_for_shorter")
     def _factor_or_off(self, proposal):
-        if not (proposal["value"] == 0 or proposal["value"] > 1):
-            raise TraitError("preempt_for_shorter must be 0 (off) or a factor greater than 1")
+        if not (proposal["value"] == 0 or 1 < proposal["value"] < float("inf")):
+            raise TraitError("EngineConfig.preempt_for_shorter must be 0 (off) or a factor greater than 1, "
+                             f"not {proposal['value']!r}")
         return proposal["value"]
 
     @validate("las_thresholds")
     def _sorted_thresholds(self, proposal):
         value = [float(x) for x in proposal["value"]]
         if any(x <= 0 for x in value) or value != sorted(set(value)):
-            raise TraitError("las_thresholds must be increasing positive GPU-seconds")
+            raise TraitError("EngineConfig.las_thresholds must be increasing positive GPU-seconds, "
+                             f"not {proposal['value']!r}")
         return value
 
     def copy(self, **changes) -> "EngineConfig":
