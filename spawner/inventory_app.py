@@ -14,12 +14,14 @@ import asyncio
 import logging
 import signal
 
-from traitlets import Bool, Float, List, Unicode, default
+from traitlets import Bool, Float, List, Unicode, default, validate
 from traitlets.config import LoggingConfigurable
 
 from .inventory_kube import DRAINING_TAINTS, NodeSkipped, diff, node_spec, what_changed
 from .inventory_pods import foreign_use, less_foreign
+from .config_checks import ConfigError, check_existing_file, check_number, launch, recheck
 from .kube_client import api_client
+from .launcher_settings import RESOURCE
 from .service_app import ServiceClientApp
 from .service_client import ServiceError
 
@@ -63,6 +65,25 @@ class KubeInventory(LoggingConfigurable):
         (spec.unschedulable) always is.""")
 
     _client = None
+
+    @validate("kubeconfig")
+    def _kubeconfig_ok(self, proposal):
+        return check_existing_file(f"{type(self).__name__}.kubeconfig", proposal.value)
+
+    @validate("gpu_resource")
+    def _resource_ok(self, proposal):
+        if not RESOURCE.match(proposal.value):
+            raise ConfigError(f"{type(self).__name__}.gpu_resource must be a resource name like nvidia.com/gpu, "
+                              f"not {proposal.value!r}")
+        return proposal.value
+
+    @validate("default_model")
+    def _model_ok(self, proposal):
+        from scheduler.validation import MODEL
+        if proposal.value is not None and not MODEL.match(proposal.value):
+            raise ConfigError(f"{type(self).__name__}.default_model must be a GPU model in lower case like "
+                              f"'a100' (or None), not {proposal.value!r}")
+        return proposal.value
 
     async def kube_core(self):
         if self._client is None:
@@ -148,6 +169,13 @@ class InventoryApp(ServiceClientApp, KubeInventory):
         cluster (or no longer match label_selector); their workloads are requeued (bool).""")
     once = Bool(False, config=True, help="Sync once and exit (0: all synced, 1: something was not).")
 
+    @validate("interval")
+    def _interval_ok(self, proposal):
+        return check_number("InventoryApp.interval", proposal.value, low=0, low_open=True, unit="seconds")
+
+    def owned_config_classes(self) -> list[type]:
+        return [InventoryApp, KubeInventory]
+
     @default("log_level")
     def _log_level(self):
         return logging.INFO         # each change is one INFO line: the log is the record of what it did
@@ -158,6 +186,7 @@ class InventoryApp(ServiceClientApp, KubeInventory):
 
     def initialize(self, argv=None):
         super().initialize(argv)
+        recheck(self, ["kubeconfig"])
         self.checked = False            # the token's scope, checked once
         self.said: dict[str, str] = {}  # node -> the last problem logged about it (each is logged once)
         self.exit_code = 0
@@ -301,7 +330,7 @@ class InventoryApp(ServiceClientApp, KubeInventory):
 
 
 def main(argv=None):
-    InventoryApp.launch_instance(argv)
+    launch(InventoryApp, argv)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from traitlets import Integer, Unicode, default
 from traitlets.config import LoggingConfigurable
 
+from .launcher_settings import BackendChecks
+
 # Environment variables every backend sets for a job (users cannot override them).
 CHECKPOINT_ENV = "COMPUTEHUB_CHECKPOINT_DIR"   # a per-workload folder that survives preemption
 REPORT_TOKEN_ENV = "COMPUTEHUB_REPORT_TOKEN"    # lets the job report its own saves, nothing more
@@ -110,7 +112,7 @@ def gpus_of(workload: dict, rank: int) -> list[int]:
     return list(placement[rank].get("gpus", [])) if rank < len(placement) else []
 
 
-class LauncherBackend(LoggingConfigurable):
+class LauncherBackend(BackendChecks, LoggingConfigurable):
     """Runs admitted workloads somewhere. All methods are coroutines and must not block
     the event loop for long (the driver runs them for many workloads at once).
 

@@ -27,6 +27,7 @@ from .kube_client import api_client
 from .kube_manifests import (RUN_ANNOTATION, SUFFIXES, Settings, describe, endpoint_of, inference_manifests,
                              name_of, owned_by, placement_nodes, run_of, template_from, training_manifests)
 from .launch_base import Ended, LaunchError, LauncherBackend, StartLater, job_of
+from .launcher_settings import KubeLauncherChecks
 from .options import OptionsError
 
 KIND_API = {"Job": ("batch", "namespaced_job"), "Deployment": ("apps", "namespaced_deployment"),
@@ -36,7 +37,7 @@ KIND_API = {"Job": ("batch", "namespaced_job"), "Deployment": ("apps", "namespac
 REPLACE_WAIT = 30.0     # seconds a start waits for an earlier run's objects to go before trying later
 
 
-class KubeLauncher(LauncherBackend):
+class KubeLauncher(KubeLauncherChecks, LauncherBackend):
     """Runs admitted workloads as Kubernetes Jobs (training, batch) and Deployments (inference)."""
 
     namespace = Unicode(config=True, help="Namespace of the jobs (default: $POD_NAMESPACE, else 'default').")

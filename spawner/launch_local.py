@@ -27,6 +27,7 @@ from traitlets import Bool, Integer, List, Unicode, default
 
 from .checkpoints import newest_save
 from .launch_base import CHECKPOINT_ENV, REPORT_TOKEN_ENV, Ended, LaunchError, LauncherBackend, gpus_of, job_of
+from .launcher_settings import LocalLauncherChecks
 from .local_endpoints import answers_http, group_listens
 from .process_groups import free_port, group_alive, signal_group, start_time
 
@@ -71,7 +72,7 @@ class Run:
     checkpoint_dir: str = ""
 
 
-class LocalLauncher(LauncherBackend):
+class LocalLauncher(LocalLauncherChecks, LauncherBackend):
     """Runs workloads as local processes (``make demo``, single machines)."""
 
     allowed_roots = List(Unicode(), config=True, help="""Folders a job may run in besides the user's

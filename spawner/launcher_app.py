@@ -20,8 +20,10 @@ from dataclasses import dataclass
 
 from traitlets import Bool, Float, Instance, Integer, List, Type, Unicode, default
 
+from .config_checks import launch, recheck
 from .launch_base import Ended, LaunchError, LauncherBackend, StartLater
 from .launch_local import LocalLauncher
+from .launcher_settings import LauncherAppChecks
 from .report_batch import ReportBatcher
 from .service_app import ServiceClientApp
 from .service_client import ServiceError
@@ -52,7 +54,7 @@ def ended_reason(ended: Ended) -> str:
     return head + (tail[-room:] if room > 0 else "")
 
 
-class LauncherApp(ServiceClientApp):
+class LauncherApp(LauncherAppChecks, ServiceClientApp):
     name = "computehub-launcher"
     description = "Starts admitted ComputeHub training, inference and batch workloads and reports back."
     classes = [LocalLauncher]
@@ -88,9 +90,13 @@ class LauncherApp(ServiceClientApp):
     def _data_dir(self):
         return os.environ.get("COMPUTEHUB_DATA_DIR") or os.path.abspath("computehub-data")
 
+    def owned_config_classes(self) -> list[type]:
+        return [type(self), LauncherBackend, self.backend_class]
+
     def initialize(self, argv=None):
         super().initialize(argv)
         self.backend = self.backend_class(parent=self, logs_dir=os.path.join(self.data_dir, "logs"))
+        recheck(self.backend)           # defaults too ($POD_NAMESPACE): wrong ones stop the start
         self.reports = ReportBatcher(self.client)
         self.tracked: dict[str, Tracked] = {}
         self.stopping_ids: set[str] = set()        # being stopped; not started again until done
@@ -362,7 +368,7 @@ class LauncherApp(ServiceClientApp):
 
 
 def main(argv=None):
-    LauncherApp.launch_instance(argv)
+    launch(LauncherApp, argv)
 
 
 if __name__ == "__main__":

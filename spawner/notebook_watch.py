@@ -28,10 +28,11 @@ from datetime import datetime
 from urllib.parse import quote
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
-from traitlets import Bool, Float, Unicode, default
+from traitlets import Bool, Float, Unicode, default, validate
 from traitlets.config import Application
 
 from . import gpu_usage
+from .config_checks import ConfigError, StrictConfig, check_number, check_url, launch, recheck
 from .service_client import ServiceClient, ServiceError
 
 LIVE = ("pending", "awaiting_approval", "admitted", "running")
@@ -48,7 +49,7 @@ def server_key(user: str, name: str) -> tuple[str, str]:
     return user, "" if name in ("", "default") else name
 
 
-class NotebookWatch(Application):
+class NotebookWatch(StrictConfig, Application):
     name = "computehub-notebook-watch"
     description = "Reclaim idle GPU notebooks and withdraw notebook workloads whose server is gone."
 
@@ -81,8 +82,28 @@ class NotebookWatch(Application):
     def _chub(self):
         return os.environ.get("COMPUTEHUB_URL", "")
 
+    @validate("interval")
+    def _interval_ok(self, proposal):
+        return check_number("NotebookWatch.interval", proposal.value, low=0, low_open=True, unit="seconds")
+
+    @validate("orphan_grace")
+    def _grace_ok(self, proposal):
+        return check_number("NotebookWatch.orphan_grace", proposal.value, low=0, unit="seconds")
+
+    @validate("gpu_busy_percent")
+    def _percent_ok(self, proposal):
+        return check_number("NotebookWatch.gpu_busy_percent", proposal.value, low=0, high=100, unit="percent")
+
+    @validate("hub_api_url", "computehub_url")
+    def _urls_ok(self, proposal):
+        return check_url(f"NotebookWatch.{proposal.trait.name}", proposal.value, empty_ok=True)
+
     def initialize(self, argv=None):
-        super().initialize(argv)
+        self.parse_command_line(argv)       # StrictConfig: a bad setting stops it here (exit 2)
+        recheck(self, ["hub_api_url", "computehub_url"])        # from the environment too
+        if not self.computehub_url or not self.api_token:
+            raise ConfigError("set $COMPUTEHUB_URL (or NotebookWatch.computehub_url) and a token "
+                              "($JUPYTERHUB_API_TOKEN)")
         self.service = ServiceClient(self.computehub_url, self.api_token)
         self.started = time.time()
         self.seen: dict[str, float] = {}        # workload id -> last time its server was in the hub
@@ -230,12 +251,11 @@ class NotebookWatch(Application):
                 pass
 
     def start(self):
-        if not self.computehub_url or not self.api_token:
-            self.exit("computehub-notebook-watch needs COMPUTEHUB_URL and a token (JUPYTERHUB_API_TOKEN)")
         asyncio.run(self.run())
 
 
-main = NotebookWatch.launch_instance
+def main(argv=None):
+    launch(NotebookWatch, argv)
 
 if __name__ == "__main__":
     main()
