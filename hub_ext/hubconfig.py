@@ -51,6 +51,14 @@ def configure_jupyterhub(c, *, name: str = "computehub", port: int = 10101, url:
     ``metrics_api_token`` the one Prometheus scrapes ``/metrics`` with (``<name>-metrics``).
     The service's paths include the hub's ``c.JupyterHub.base_url``: set it before this call.
     """
+    _check_arguments(name=name, port=port, url=url, api_token=api_token, data_dir=data_dir, db_url=db_url,
+                     config_file=config_file, admins=admins, team_leads=team_leads,
+                     on_behalf_services=on_behalf_services, environment=environment,
+                     notebook_watch=notebook_watch, launcher=launcher,
+                     concurrent_spawn_limit=concurrent_spawn_limit, inventory_services=inventory_services,
+                     tokens={"launcher_api_token": launcher_api_token, "inventory_api_token": inventory_api_token,
+                             "spawner_api_token": spawner_api_token, "metrics_api_token": metrics_api_token})
+    admins, on_behalf_services, inventory_services = list(admins), list(on_behalf_services), list(inventory_services)
     base = "/" + _get(c.JupyterHub, "base_url", "/").strip("/") + "/"
     base = "/" if base == "//" else base
     custom = dict(_get(c.JupyterHub, "custom_scopes", {}))
@@ -182,3 +190,76 @@ def _add_notebook_watch(c, service: dict, add, settings: dict, base: str = "/") 
          "scopes": ["list:users", "read:users:activity", "read:users:name", "read:servers", "delete:servers",
                     "servers", ON_BEHALF, f"access:services!service={name}"]})
 
+
+
+def _names(arg: str, value, what: str) -> None:
+    """A list of names; a lone string would be read letter by letter ("ada": users a, d, a)."""
+    if isinstance(value, str) or not isinstance(value, (list, tuple, set, frozenset)):
+        raise TypeError(f"configure_jupyterhub({arg}=...) takes a list of {what}, e.g. {arg}=[{value!r}], "
+                        f"not {type(value).__name__} {value!r}")
+    bad = [v for v in value if not isinstance(v, str) or not v.strip()]
+    if bad:
+        raise TypeError(f"configure_jupyterhub({arg}=...): every entry must be a {what[:-1]} (text), not {bad[0]!r}")
+
+
+def _check_arguments(*, name, port, url, api_token, data_dir, db_url, config_file, admins, team_leads,
+                     on_behalf_services, environment, notebook_watch, launcher, concurrent_spawn_limit,
+                     inventory_services, tokens) -> None:
+    """configure_jupyterhub's arguments, checked before anything of ``c`` is changed: a mistake
+    stops the hub's start with a message naming the argument (never a role granted to the
+    wrong names, or a setting silently dropped)."""
+    if not isinstance(name, str) or not name or any(ch in name for ch in "/ ?#%"):
+        raise ValueError(f"configure_jupyterhub(name=...) must be a service name like 'computehub', not {name!r}")
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise ValueError(f"configure_jupyterhub(port=...) must be a port from 1 to 65535, not {port!r}")
+    _names("admins", admins, "user names")
+    _names("on_behalf_services", on_behalf_services, "service names")
+    _names("inventory_services", inventory_services, "service names")
+    if team_leads is not None:
+        if not isinstance(team_leads, dict):
+            raise TypeError("configure_jupyterhub(team_leads=...) maps a group to its leads, e.g. "
+                            f"team_leads={{'vision': ['lin']}}, not {team_leads!r}")
+        for group, leads in team_leads.items():
+            if not isinstance(group, str) or not group:
+                raise TypeError(f"configure_jupyterhub(team_leads=...): {group!r} is no group name")
+            _names(f"team_leads[{group!r}]", leads, "user names")
+    for arg, value in dict(tokens, api_token=api_token, url=url, data_dir=data_dir, db_url=db_url,
+                           config_file=config_file).items():
+        if value is not None and (not isinstance(value, str) or not value):
+            raise TypeError(f"configure_jupyterhub({arg}=...) must be text, not {value!r}")
+    if url is not None and not url.startswith(("http://", "https://")):
+        raise ValueError(f"configure_jupyterhub(url=...) must be the service's http(s):// URL, not {url!r}")
+    if api_token and not url:
+        raise ValueError("configure_jupyterhub(api_token=...) is an external service's token: give its url= "
+                         "too (a managed service gets its token from the hub)")
+    if url:
+        # These shape the command the hub runs for a managed service; an external one ignores them.
+        ignored = [a for a, v in (("db_url", db_url), ("environment", environment)) if v] + \
+            ([a for a, v in (("data_dir", data_dir), ("config_file", config_file)) if v] if not launcher else [])
+        if ignored:
+            raise ValueError(f"configure_jupyterhub({', '.join(a + '=...' for a in ignored)}): these set up the "
+                             "service the hub runs itself; with url= (an external service) set them in that "
+                             "service's own config (c.ComputeHubService.db_url, its --data-dir)")
+    if environment is not None and (not isinstance(environment, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in environment.items())):
+        raise TypeError(f"configure_jupyterhub(environment=...) maps variable names to text, not {environment!r}")
+    if concurrent_spawn_limit is not None and (isinstance(concurrent_spawn_limit, bool) or not isinstance(
+            concurrent_spawn_limit, int) or concurrent_spawn_limit < 0):
+        raise ValueError("configure_jupyterhub(concurrent_spawn_limit=...) must be a whole number (0 = no "
+                         f"limit), not {concurrent_spawn_limit!r}")
+    if not isinstance(notebook_watch, (bool, dict)):
+        raise TypeError("configure_jupyterhub(notebook_watch=...) is True, False or a dict of NotebookWatch "
+                        f"settings like {{'interval': 30}}, not {notebook_watch!r}")
+    if isinstance(notebook_watch, dict) and notebook_watch:
+        from spawner.config_checks import describe
+        from spawner.notebook_watch import NotebookWatch
+        known = NotebookWatch.class_trait_names(config=True)
+        for key, value in notebook_watch.items():
+            if key not in known:
+                raise ValueError(f"configure_jupyterhub(notebook_watch=...): {key!r} is no NotebookWatch setting "
+                                 f"(settings: interval, orphan_grace, gpu_busy_percent, restart_without_gpu, "
+                                 "hub_api_url, computehub_url)")
+        try:
+            NotebookWatch(**notebook_watch)
+        except Exception as e:      # noqa: BLE001 - the watch's own check, said as this argument's
+            raise ValueError(f"configure_jupyterhub(notebook_watch=...): {describe(e)}") from None
