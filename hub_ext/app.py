@@ -332,5 +332,5 @@ class NotFoundHandler(web.RequestHandler):
 
 
 def main(argv=None):
-    from spawner.config_checks import launch
+    from scheduler.config_checks import launch
     launch(ComputeHubService, argv)

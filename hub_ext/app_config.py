@@ -15,7 +15,7 @@ from scheduler import ValidationError
 from scheduler.errors import Conflict
 from scheduler.store.sql import SqlStore
 from scheduler.validation import MODEL, node as check_node, queue as check_queue, queue_tree
-from spawner.config_checks import ConfigError, StrictConfig, check_number, check_url, recheck
+from scheduler.config_checks import ConfigError, StrictConfig, check_number, check_url, recheck
 
 S = "ComputeHubService"
 # A Kubernetes label key: an optional DNS-subdomain prefix and '/', then a name of at most 63.

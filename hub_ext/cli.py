@@ -137,7 +137,7 @@ def _describe(app: Application | None, e: Exception) -> str:
     sub = app.subapp if app is not None and app.subapp is not None else app
     if sub is not None and not isinstance(sub, Command):
         # serve: its settings are Class.trait, in a config file or as --Class.trait=...
-        from spawner.config_checks import describe
+        from scheduler.config_checks import describe
         return describe(e)
 
     def option(trait: str) -> str:

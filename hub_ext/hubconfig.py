@@ -251,7 +251,7 @@ def _check_arguments(*, name, port, url, api_token, data_dir, db_url, config_fil
         raise TypeError("configure_jupyterhub(notebook_watch=...) is True, False or a dict of NotebookWatch "
                         f"settings like {{'interval': 30}}, not {notebook_watch!r}")
     if isinstance(notebook_watch, dict) and notebook_watch:
-        from spawner.config_checks import describe
+        from scheduler.config_checks import describe
         from spawner.notebook_watch import NotebookWatch
         known = NotebookWatch.class_trait_names(config=True)
         for key, value in notebook_watch.items():

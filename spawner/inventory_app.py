@@ -19,7 +19,7 @@ from traitlets.config import LoggingConfigurable
 
 from .inventory_kube import DRAINING_TAINTS, NodeSkipped, diff, node_spec, what_changed
 from .inventory_pods import foreign_use, less_foreign
-from .config_checks import ConfigError, check_existing_file, check_number, launch, recheck
+from scheduler.config_checks import ConfigError, check_existing_file, check_number, launch, recheck
 from .kube_client import api_client
 from .launcher_settings import RESOURCE
 from .service_app import ServiceClientApp

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from traitlets import Bool, Float, Instance, Integer, List, Type, Unicode, default
 
-from .config_checks import launch, recheck
+from scheduler.config_checks import launch, recheck
 from .launch_base import Ended, LaunchError, LauncherBackend, StartLater
 from .launch_local import LocalLauncher
 from .launcher_settings import LauncherAppChecks

@@ -2,7 +2,7 @@
 when they are set and once more at start (``LauncherApp.initialize``), so that a mistaken
 setting stops the launcher with one line instead of failing each job later, or worse, running
 it where it must not (two users sharing a home, every job stopped at once). Mixins; see
-spawner/config_checks.py."""
+scheduler/config_checks.py."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import re
 
 from traitlets import validate
 
-from .config_checks import ConfigError, check_existing_file, check_number, check_template, check_url
+from scheduler.config_checks import ConfigError, check_existing_file, check_number, check_template, check_url
 
 KINDS = ("training", "inference", "batch")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")

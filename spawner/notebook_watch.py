@@ -32,7 +32,7 @@ from traitlets import Bool, Float, Unicode, default, validate
 from traitlets.config import Application
 
 from . import gpu_usage
-from .config_checks import ConfigError, StrictConfig, check_number, check_url, launch, recheck
+from scheduler.config_checks import ConfigError, StrictConfig, check_number, check_url, launch, recheck
 from .service_client import ServiceClient, ServiceError
 
 LIVE = ("pending", "awaiting_approval", "admitted", "running")

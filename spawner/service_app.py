@@ -12,7 +12,7 @@ import os
 from traitlets import Unicode, default, validate
 from traitlets.config import Application
 
-from .config_checks import ConfigError, StrictConfig, check_url, recheck
+from scheduler.config_checks import ConfigError, StrictConfig, check_url, recheck
 from .service_client import ServiceClient
 
 
@@ -41,7 +41,7 @@ class ServiceClientApp(StrictConfig, Application):
                          empty_ok=True)
 
     def initialize(self, argv=None):
-        # Settings are checked before the service is called (spawner/config_checks.py).
+        # Settings are checked before the service is called (scheduler/config_checks.py).
         self.parse_command_line(argv)
         if self.config_file:
             self.load_config_file(self.config_file)

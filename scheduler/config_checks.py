@@ -8,6 +8,9 @@ does not load, an unknown option, a misspelt setting of the command's own classe
 
 ``StrictConfig`` is mixed into such a ``traitlets`` Application; ``launch`` runs one.
 The ``check_*`` helpers are for ``@validate`` handlers: they raise ``ConfigError``.
+It lives in ``scheduler/``, which every other package depends on, so that the service
+(``hub_ext``) and the commands of ``spawner/`` share it without importing each other;
+it needs nothing but traitlets.
 """
 
 from __future__ import annotations
