@@ -10,8 +10,14 @@ from .model import DEFAULT_CLASS_FOR_KIND, KINDS, SCHEDULER_METADATA, IdlePolicy
 from .resources import (GPU, flavor_key, fmt_amount, is_flavor, label, parse_count, parse_cpu,
                         parse_memory, parse_vector)
 
-MODEL = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,62}$")
+# \Z, not $: "$" also matches before a trailing newline ("gpu-a\n" would pass).
+MODEL = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}\Z")
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,62}\Z")
+MAX_WORKLOAD_NAME = 128
+# A workload's name is free text shown to others (an admin's `computehub queue --all`, the pages):
+# no control characters (terminal escapes, newlines; C0, DEL, C1), line/paragraph separators or
+# bidirectional overrides that would make it show as something else.
+UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 MAX_WORKERS = 1024
 MAX_TIME_LIMIT = 366 * 86400.0
 MAX_RANK = 1_000_000
@@ -22,6 +28,18 @@ def check_name(what: str, value) -> str:
     if not isinstance(value, str) or not NAME.match(value):
         raise ValidationError(
             f"{what} must be 1-63 letters, digits, '.', '_', '-' or '@', starting with a letter or digit; got {value!r}")
+    return value
+
+
+def workload_name(value) -> str:
+    """A workload's name: free text (absent or null: none), printable."""
+    value = "" if value is None else value
+    if not isinstance(value, str) or len(value) > MAX_WORKLOAD_NAME:
+        raise ValidationError(f"name must be text of at most {MAX_WORKLOAD_NAME} characters")
+    bad = UNPRINTABLE.search(value)
+    if bad:
+        raise ValidationError(f"name must not contain control characters (terminal escapes, line breaks, "
+                              f"bidirectional overrides); got {bad.group()!r} at position {bad.start()}")
     return value
 
 
@@ -268,10 +286,7 @@ def workload_fields(d: dict, state) -> dict:
     if checkpoint_every is not None:
         checkpoint_every = float(_number("checkpoint_every (seconds)", checkpoint_every, low=1, high=MAX_TIME_LIMIT))
     selector = _labels("node_selector", d.get("node_selector"))
-    name = d.get("name")
-    name = "" if name is None else name
-    if not isinstance(name, str) or len(name) > 128:
-        raise ValidationError("name must be text of at most 128 characters")
+    name = workload_name(d.get("name"))
     metadata = d.get("metadata")
     metadata = {} if metadata is None else metadata
     if not isinstance(metadata, dict):
