@@ -77,9 +77,22 @@ def gpus_of(w: dict) -> str:
     return f"{w.get('workers', 1)}×{g}{model}" if w.get("workers", 1) > 1 else f"{g}{model}"
 
 
+# Control characters (C0 but tab, DEL, C1) and bidi overrides/isolates: text from the service (names,
+# reasons, other users' job output) must not drive the reader's terminal.
+_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text, keep_tabs: bool = True) -> str:
+    """``text`` with control characters shown as escapes (``\x1b``), never sent to the terminal."""
+    out = _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(text))
+    return out if keep_tabs else out.replace("\t", "\\t")
+
+
 def table(rows: list[list], header: list[str]) -> str:
-    """An aligned text table; the last column is left unpadded (it may be long)."""
-    cells = [[str(c) for c in header]] + [["-" if c is None or c == "" else str(c) for c in r] for r in rows]
+    """An aligned text table; the last column is left unpadded (it may be long). Cells are
+    ``printable``: a name or reason cannot drive the terminal or break the rows."""
+    cells = [[str(c) for c in header]] + [["-" if c is None or c == "" else printable(c, keep_tabs=False)
+                                           for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r[:-1], widths)) + "  " + r[-1] for r in cells).rstrip()
 
@@ -121,7 +134,7 @@ class ClientCommand(Command):
 
 
 def report(e: ComputeHubError) -> int:
-    print(f"computehub: error: {e.message}", file=sys.stderr)
+    print(f"computehub: error: {printable(e.message)}", file=sys.stderr)
     mistake = e.code in ("no_token", "no_url", "wrong_url") or (e.status is not None and 400 <= e.status < 500)
     return 2 if mistake else 1
 

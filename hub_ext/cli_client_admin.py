@@ -12,7 +12,7 @@ import time
 from traitlets import Float, Unicode
 
 from .cli import UsageError
-from .cli_client import ClientCommand, gpus_of, human_duration, table
+from .cli_client import ClientCommand, gpus_of, human_duration, printable, table
 
 _ADMIN_NOTE = " Needs the ComputeHub admin scope (custom:computehub:admin)."
 
@@ -254,7 +254,7 @@ class ApproveApp(ClientCommand):
         if self.json:
             self.emit(w)
         else:
-            print(f"{w['id']}  {w['state']}" + (f"  ({w['reason']})" if w.get("reason") else ""))
+            print(f"{w['id']}  {w['state']}" + (f"  ({printable(w['reason'])})" if w.get("reason") else ""))
 
 
 class RejectApp(ApproveApp):

@@ -16,7 +16,7 @@ from urllib.parse import quote
 from traitlets import Bool, Int, Unicode
 
 from .cli import UsageError
-from .cli_client import ClientCommand, SubmitApp, gpus_of, human_duration, parse_when, table
+from .cli_client import ClientCommand, SubmitApp, gpus_of, human_duration, parse_when, printable, table
 from .client import ComputeHubClient, ComputeHubError
 
 TERMINAL = ("finished", "failed", "cancelled", "preempted", "reclaimed", "rejected")
@@ -132,17 +132,21 @@ class LogsApp(ClientCommand):
     description = "computehub logs ID [--follow] [--tail N]: a job's output (what the launcher recorded)."
     positional, usage_args = 1, "a workload id"
     follow = Bool(False, help="Keep printing new lines until the job ends.").tag(config=True)
+    raw = Bool(False, help="Print the output as it is, control characters (colours, cursor moves) "
+                           "included; by default they are shown as escapes like \\x1b.").tag(config=True)
     tail = Int(200, help="How many last lines to show first (lines).").tag(config=True)
     aliases = {**ClientCommand.aliases, "tail": "LogsApp.tail"}
     flags = {"follow": ({"LogsApp": {"follow": True}}, "Keep printing new lines until the job ends."),
-             "f": ({"LogsApp": {"follow": True}}, "Same as --follow.")}
+             "f": ({"LogsApp": {"follow": True}}, "Same as --follow."),
+             "raw": ({"LogsApp": {"raw": True}}, "Control characters as they are (colours and all).")}
 
     def run(self, wid):
         if not 1 <= self.tail <= 100_000:
             raise UsageError(f"--tail must be from 1 to 100000, not {self.tail}")
         ch = self.client()
         path = f"workloads/{quote(wid, safe='')}/logs"
-        lines = self._lines(ch, path, self.tail)
+        show = (lambda line: line) if self.raw else printable
+        lines = [show(line) for line in self._lines(ch, path, self.tail)]
         print("\n".join(lines)) if lines else print(f"{wid}: no output yet", file=sys.stderr)
         if not self.follow:
             return None
@@ -151,7 +155,7 @@ class LogsApp(ClientCommand):
             state = ch.get(wid)["state"]
             everything = self._lines(ch, path, 100_000)
             for line in everything[seen:]:
-                print(line, flush=True)
+                print(show(line), flush=True)
             seen = len(everything)
             if state in TERMINAL:
                 print(f"[{wid} {state}]", file=sys.stderr)

@@ -295,3 +295,19 @@ def test_admin_creates_and_deletes_queues_and_classes(hub):
     assert hub.call("DELETE", f"/workloads/{r.json()['id']}", hub.tokens["carol"]).status_code in (200, 202, 204)
     assert "deleted class cli-ckpt" in ok(cli(hub, "ada", "classes", "delete", "cli-ckpt"))
     assert "unknown priority class" in one_line_error(cli(hub, "ada", "classes", "delete", "cli-urgent"))
+
+
+def test_another_users_output_cannot_drive_the_readers_terminal(hub):
+    """An admin reading alice's job output sees its control characters as escapes (\\x1b),
+    unless asking for them with --raw."""
+    w = hub.call("POST", "/workloads", hub.tokens["alice"],
+                 json={"queue": "vision", "resources": {"cpu": "100m"}, "name": "cli-escapes"}).json()
+    try:
+        (hub.data_dir / "logs" / f"{w['id']}.log").write_text("step 1\n\x1b[2J\x1b]0;owned\x07cleared\n")
+        out = ok(cli(hub, "ada", "logs", w["id"]))
+        assert "\x1b" not in out and "\x07" not in out, repr(out)
+        assert "step 1\n\\x1b[2J\\x1b]0;owned\\x07cleared" in out, repr(out)
+        raw = ok(cli(hub, "ada", "logs", w["id"], "--raw"))
+        assert "\x1b[2J" in raw and "\x07" in raw
+    finally:
+        hub.call("DELETE", f"/workloads/{w['id']}", hub.tokens["alice"])
