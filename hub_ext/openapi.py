@@ -79,7 +79,10 @@ def document(version: str) -> dict:
                           "properties": {"error": {"type": "string"}, "message": {"type": "string"}}},
                 "Me": {"type": "object"},
                 "Submit": {"type": "object", "additionalProperties": False, "properties": {
-                    "name": {"type": "string", "maxLength": 128}, "queue": _NAME,
+                    "name": {"type": "string", "maxLength": 128,
+                             "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f\\u2028\\u2029\\u202a-\\u202e\\u2066-\\u2069]*$",
+                             "description": "any text but control characters and bidi overrides"},
+                    "queue": _NAME,
                     "kind": {"type": "string", "enum": ["notebook", "training", "inference", "batch"]},
                     "priority": _NAME, "resources": _VECTOR,
                     "workers": {"type": "integer", "minimum": 1, "maximum": 1024},
