@@ -22,7 +22,7 @@ from traitlets import Bool, Dict, Float, List, TraitError, Unicode, default, val
 from traitlets.config import Application
 
 from jupyterhub.services.auth import HubOAuthCallbackHandler
-from scheduler import EngineConfig, Scheduler
+from scheduler import EngineConfig, Scheduler, StoreUnavailable
 from scheduler.model import PENDING
 
 from . import api_admin as A
@@ -151,6 +151,7 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Application):
         self.cycles = 0
         self._last_cycle = 0.0
         self._last_cycle_seconds = 0.0
+        self._db_down = False
         self._explained: dict[str, tuple[int, dict]] = {}
         self._group_commit = GroupCommit(self)
         self._groups: dict[str, tuple[float, set[str]]] = {}
@@ -294,8 +295,20 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Application):
                 break
             try:
                 self.run_cycle()
+            except StoreUnavailable as e:
+                # One line when it starts, not a traceback a cycle: memory is as it was (or is
+                # rebuilt once the database can be read), and each cycle tries again.
+                if not self._db_down:
+                    self.log.warning("scheduling paused: the database is unavailable (%s); trying again "
+                                     "every cycle", e.detail)
+                self._db_down = True
             except Exception:
-                self.log.exception("scheduling cycle failed; state was reloaded from the database")
+                self.log.exception("scheduling cycle failed; memory follows the database (rebuilt from it "
+                                   "now, or as soon as it can be read)")
+            else:
+                if self._db_down:
+                    self.log.warning("the database answers again; scheduling resumed")
+                self._db_down = False
 
     # --- run -------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import re
 from traitlets import validate
 
 from scheduler import ValidationError
-from scheduler.errors import Conflict
+from scheduler.errors import Conflict, StoreUnavailable
 from scheduler.store.sql import SqlStore
 from scheduler.validation import MODEL, node as check_node, queue as check_queue, queue_tree
 from scheduler.config_checks import ConfigError, StrictConfig, check_number, check_url, recheck
@@ -149,8 +149,8 @@ class ServiceConfig(StrictConfig):
         shown = make_url(self.db_url).render_as_string(hide_password=True)
         try:
             return SqlStore(self.db_url)
-        except SQLAlchemyError as e:
-            why = _first_line(getattr(e, "orig", None) or e)
+        except (SQLAlchemyError, StoreUnavailable) as e:
+            why = e.detail if isinstance(e, StoreUnavailable) else _first_line(getattr(e, "orig", None) or e)
             hint = " (does its folder exist, and may the service write there?)" \
                 if shown.startswith("sqlite") else ""
             # The database may only be down for now: exit 1, so whoever restarts the service may retry.

@@ -1,8 +1,9 @@
 """The base of every handler: JupyterHub auth, scope checks, JSON in and out, errors.
 
 Errors are always ``{"error": code, "message": text}`` with a 4xx status for
-the caller's mistakes; an unexpected failure is a 500 with the same shape and
-no traceback.
+the caller's mistakes; the database being unavailable is a 503
+(``database_unavailable``: retry); an unexpected failure is a 500 with the same
+shape and no traceback.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import math
 from jupyterhub.services.auth import HubOAuthenticated, UserNotAllowed
 from tornado import web
 
-from scheduler import SchedulerError
+from scheduler import SchedulerError, StoreUnavailable
 
 from .scopes import Caller
 
@@ -53,6 +54,9 @@ class BaseHandler(HubOAuthenticated, web.RequestHandler):
             # Cookie (browser) requests must carry the XSRF token (403 naming it); token requests
             # need not, and a request with neither cookie nor token is a plain 401.
             HubOAuthenticated.check_xsrf_cookie(self)
+        # After a failed transaction memory may wait to be rebuilt from the database: until it
+        # is, nothing is answered from it (503 while the database cannot be read).
+        self.service.sched.ensure_current()
 
     def get_current_user(self):
         """``HubAuthenticated.get_current_user`` without its blocking call: it asks
@@ -165,6 +169,13 @@ class BaseHandler(HubOAuthenticated, web.RequestHandler):
     # --- errors --------------------------------------------------------------------
 
     def _handle_request_exception(self, e):
+        if isinstance(e, StoreUnavailable):
+            # Not a bug to trace back: the database is down, full or read-only. One line in the log.
+            self.service.log.warning("%s %s: 503, database unavailable%s: %s", self.request.method,
+                                     self.request.path, " (commit in doubt)" if e.in_doubt else "", e.detail)
+            err = APIError(503, e.code, e.message)
+            self.send_error(503, exc_info=(APIError, err, None))
+            return
         if isinstance(e, SchedulerError):
             self.send_error(e.status, exc_info=(type(e), e, e.__traceback__))
             return

@@ -5,8 +5,11 @@ that arrive while it is being written wait together and become the next batch. A
 is prepared (validated, ids and order assigned: ``Scheduler.prepare_submissions``),
 written in one transaction (``write_submissions``: one multi-row INSERT for workloads and
 one for events), and only then applied to the scheduler's memory and answered. A batch
-the database refuses is dropped whole and each of its callers gets a 503: nothing was
-accepted, nothing half-written.
+the database refuses is dropped whole and each of its callers gets the same 503: nothing
+was accepted, nothing half-written; or, when the connection broke while committing
+(PostgreSQL), that the batch may or may not have been accepted, and memory is rebuilt
+from the database, so it shows whichever it was. Nobody gets a 201 for work that is not
+durable.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import asyncio
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from scheduler import SchedulerError
+from scheduler import SchedulerError, StoreUnavailable
 
 from .base import APIError
 
@@ -46,11 +49,11 @@ class GroupCommit:
     async def _flush(self, entries: list) -> None:
         svc = self.service
         sched = svc.sched
+        error = None
         try:
             batch = sched.prepare_submissions([s for s, _ in entries], now=time.time())
-        except Exception:
-            svc.log.exception("submission batch of %d failed; none was accepted", len(entries))
-            batch = None
+        except Exception as e:
+            error, batch = e, None
         if batch is not None:
             try:
                 if svc.write_on_thread:
@@ -58,15 +61,14 @@ class GroupCommit:
                     await asyncio.get_running_loop().run_in_executor(self._writer, sched.write_submissions, batch)
                 else:
                     sched.write_submissions(batch)
-            except Exception:
-                svc.log.exception("submission batch of %d failed; none was accepted", len(entries))
-                sched.drop_submissions(batch)
-                batch = None
+            except Exception as e:
+                sched.drop_submissions(batch, e)      # rebuilds memory if the commit is in doubt
+                error, batch = e, None
         if batch is None:
+            refusal = self._refusal(error, len(entries))
             for _, fut in entries:
                 if not fut.done():
-                    fut.set_exception(APIError(503, "unavailable", "the database refused the write; nothing "
-                                                                   "was accepted, try again"))
+                    fut.set_exception(refusal)
             return
         sched.apply_submissions(batch)
         for (_, fut), r in zip(entries, batch.results):
@@ -77,3 +79,19 @@ class GroupCommit:
             else:
                 fut.set_result(r)
         svc.changed()
+
+    def _refusal(self, e: Exception, n: int) -> APIError:
+        """What every caller of a failed batch is told: the same, and true."""
+        log = self.service.log
+        if isinstance(e, StoreUnavailable):
+            log.warning("submission batch of %d not written, database unavailable%s: %s", n,
+                        " (commit in doubt)" if e.in_doubt else "", e.detail)
+            if e.in_doubt:
+                return APIError(503, e.code, "the connection to the database broke while your submission was "
+                                             "being committed: it may or may not have been accepted; list your "
+                                             "workloads before submitting it again")
+            return APIError(503, e.code, "the database is unavailable (unreachable, restarting, out of disk "
+                                         "space or read-only); nothing was accepted, try again shortly")
+        log.error("submission batch of %d failed; none was accepted", n, exc_info=e)
+        return APIError(503, "unavailable", "the submission could not be written (the service log has the "
+                                            "details); nothing was accepted, try again")

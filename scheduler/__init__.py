@@ -15,7 +15,7 @@ trace replay run the same code.
 
 from .blockers import Blocker
 from .engine import CycleResult, Engine, EngineConfig
-from .errors import Conflict, NotFound, SchedulerError, ValidationError
+from .errors import Conflict, NotFound, SchedulerError, StoreUnavailable, ValidationError
 from .model import (Allocation, Assignment, Event, IdlePolicy, NodeSpec, PriorityClass, QueueSpec, Workload,
                     default_classes)
 from .core import Scheduler
@@ -24,5 +24,5 @@ from .store import MemoryStore, Store, open_store
 __all__ = [
     "Allocation", "Assignment", "Blocker", "Conflict", "CycleResult", "Engine", "EngineConfig", "Event",
     "IdlePolicy", "MemoryStore", "NodeSpec", "NotFound", "PriorityClass", "QueueSpec", "Scheduler",
-    "SchedulerError", "Store", "ValidationError", "Workload", "default_classes", "open_store",
+    "SchedulerError", "Store", "StoreUnavailable", "ValidationError", "Workload", "default_classes", "open_store",
 ]

@@ -2,8 +2,13 @@
 
 ``Scheduler`` owns the in-memory ``ClusterState`` and ``Engine`` and writes
 every change through a ``Store`` in one transaction per operation (one per
-cycle for the cycle's decisions). If a write fails, the in-memory state is
-rebuilt from the store, so memory never runs ahead of what is durable.
+cycle for the cycle's decisions). Memory is changed only inside that transaction
+(a cycle decides inside it too), so a transaction that cannot even begin (the
+database is down) leaves memory as it was. If one fails after it began, memory is
+rebuilt from the store; if the store cannot be read either, memory is marked stale
+and every later operation first rebuilds it (``ensure_current``), raising
+``StoreUnavailable`` while it still cannot: memory never runs ahead of what is
+durable, and nobody is shown a decision that was not made durable.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ class Scheduler(SubmissionsMixin):
         self.prices = dict(prices or {})
         self.last: CycleResult | None = None
         self._unapplied: dict[str, Workload] = {}     # prepared submissions not yet applied
+        self._stale = False     # memory may hold changes of a failed transaction (see ensure_current)
         self._load()
 
     # --- lifecycle -------------------------------------------------------------
@@ -47,17 +53,46 @@ class Scheduler(SubmissionsMixin):
             self.state.add(w)
         self.engine = Engine(self.state, self.config)
         self.engine.fairshare.load(snap.fairshare_time, snap.fairshare)
-        self.next_seq = max([snap.next_seq] + [w.seq + 1 for w in self._unapplied.values()])
+        # Never lower: ids handed to a batch whose write failed are not handed out again.
+        self.next_seq = max([snap.next_seq, getattr(self, "next_seq", 1)]
+                            + [w.seq + 1 for w in self._unapplied.values()])
         self.last = None
+
+    @property
+    def stale(self) -> bool:
+        """Whether memory may disagree with the store until ``ensure_current`` succeeds."""
+        return self._stale
+
+    def ensure_current(self) -> None:
+        """Make sure memory is what the store holds: after a transaction failed while the store
+        could not be read back, rebuild memory now. Raises ``StoreUnavailable`` while it still
+        cannot (nothing is decided or shown on memory that may be wrong meanwhile)."""
+        if self._stale:
+            self._load()
+            self._stale = False
+
+    def _resync(self) -> None:
+        """Memory may hold what a failed transaction changed: rebuild it from the store, or,
+        if the store cannot be read now, mark it stale for ``ensure_current``."""
+        try:
+            self._load()
+            self._stale = False
+        except Exception:       # noqa: BLE001 - the original failure is what the caller sees
+            self._stale = True
 
     @contextlib.contextmanager
     def _tx(self):
-        """One store transaction; on failure memory is rebuilt from the store."""
+        """One store transaction. Change memory only inside it: on failure memory is rebuilt
+        from the store (nothing to rebuild when the transaction could not even begin)."""
+        self.ensure_current()
+        began = False
         try:
             with self.store.transaction():
+                began = True
                 yield
         except BaseException:
-            self._load()
+            if began:
+                self._resync()
             raise
 
     def batch(self):
@@ -177,6 +212,7 @@ class Scheduler(SubmissionsMixin):
     # --- workloads -------------------------------------------------------------
 
     def get(self, workload_id: str) -> Workload:
+        self.ensure_current()
         w = self.state.workloads.get(workload_id) or self.store.get_workload(workload_id)
         if w is None:
             raise NotFound(f"no workload {workload_id!r}")
@@ -203,8 +239,8 @@ class Scheduler(SubmissionsMixin):
         if w.state != ADMITTED:
             raise Conflict(f"workload {workload_id} is {w.state}, not admitted")
         now = self._now(now)
-        w.state, w.started_at = RUNNING, now
         with self._tx():
+            w.state, w.started_at = RUNNING, now
             self.store.put_workload(w)
             self._event(now, "started", w, "", placement=[a.to_dict() for a in w.placement])
         return w
@@ -217,8 +253,8 @@ class Scheduler(SubmissionsMixin):
             raise Conflict(f"workload {workload_id} has ended ({w.state})")
         status = dict(w.metadata.get("status") or {})
         status.update(values)
-        w.metadata = {**w.metadata, "status": status}
         with self._tx():
+            w.metadata = {**w.metadata, "status": status}
             self.store.put_workload(w)
         return w
 
@@ -244,15 +280,17 @@ class Scheduler(SubmissionsMixin):
         if at < w.started_at:
             raise Conflict(f"a checkpoint saved at {at:.3f} is older than the current run of "
                            f"{workload_id}, started at {w.started_at:.3f} (UNIX times)")
-        changed = on_stop and not w.saves_on_stop
-        w.saves_on_stop = w.saves_on_stop or on_stop
+        new = {}
+        if on_stop and not w.saves_on_stop:
+            new["saves_on_stop"] = True
         if w.checkpointed_at is None or at > w.checkpointed_at:
             if w.checkpointed_at is not None and w.checkpointed_at >= w.started_at and not on_stop:
-                w.checkpoint_seen_every = at - w.checkpointed_at     # two periodic saves of one run
-            w.checkpointed_at = at
-            changed = True
-        if changed:
+                new["checkpoint_seen_every"] = at - w.checkpointed_at     # two periodic saves of one run
+            new["checkpointed_at"] = at
+        if new:
             with self._tx():
+                for k, v in new.items():
+                    setattr(w, k, v)
                 self.store.put_workload(w)
         return w
 
@@ -265,8 +303,8 @@ class Scheduler(SubmissionsMixin):
             raise Conflict(f"workload {workload_id} is {w.state}; only running work can finish")
         now = self._now(now)
         state = FINISHED if exit_code == 0 and not node_lost else FAILED
-        w.exit_code = exit_code
         with self._tx():
+            w.exit_code = exit_code
             self._end_holding(w, now, "node_lost" if node_lost else state,
                               reason or ("exit code %d" % exit_code), state=state, requeue=node_lost)
         if w.state in TERMINAL:
@@ -308,10 +346,11 @@ class Scheduler(SubmissionsMixin):
     # --- the cycle ---------------------------------------------------------------
 
     def cycle(self, now=None) -> CycleResult:
-        """Run one scheduling cycle and make its decisions durable in one transaction."""
+        """Run one scheduling cycle and make its decisions durable in one transaction. The cycle
+        decides inside the transaction: if the database is down, memory is left as it was."""
         now = self._now(now)
-        res = self.engine.cycle(now)
         with self._tx():
+            res = self.engine.cycle(now)
             for v, _ in res.preempted:
                 if v.state in TERMINAL:         # released at once (replay) and not requeued
                     v.ended_at = now
@@ -356,8 +395,8 @@ class Scheduler(SubmissionsMixin):
         policy = self.state.tree.specs[w.queue].idle
         d = reclaim.decide(w, policy, idle_since, now)
         if d.action == reclaim.WARN:
-            w.idle_warned_at = now
             with self._tx():
+                w.idle_warned_at = now
                 self.store.put_workload(w)
                 self._event(now, "idle_warning", w,
                             f"idle for {d.idle_seconds / 60:.0f} min; its GPUs will be released at "
@@ -376,6 +415,7 @@ class Scheduler(SubmissionsMixin):
     # --- reading -------------------------------------------------------------------
 
     def workloads(self, *, user=None, queue=None, states=None) -> list[Workload]:
+        self.ensure_current()
         out = [w for w in self.state.workloads.values()
                if (user is None or w.user == user) and (queue is None or w.queue == queue)
                and (states is None or w.state in states)]

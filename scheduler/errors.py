@@ -40,3 +40,28 @@ class Conflict(SchedulerError):
 
     code = "conflict"
     status = 409
+
+
+class StoreUnavailable(Exception):
+    """The database could not do what was asked: unreachable, restarting, its disk full or
+    its file read-only. Not the caller's mistake and not a refusal: try again shortly (the
+    service answers 503). Nothing was changed, unless ``in_doubt``: the connection broke while
+    the change was being committed, so it may or may not have been made (look before
+    repeating it). ``detail`` is the driver's own words, for the log."""
+
+    code = "database_unavailable"
+    status = 503
+
+    def __init__(self, detail: str = "", in_doubt: bool = False):
+        self.detail = detail
+        self.in_doubt = in_doubt
+        if in_doubt:
+            self.message = ("the connection to the database broke while the change was being committed: it may "
+                            "or may not have been made; look before repeating it")
+        else:
+            self.message = ("the database is unavailable (unreachable, restarting, out of disk space or "
+                            "read-only); nothing was changed, try again shortly")
+        super().__init__(f"{self.message} ({detail})" if detail else self.message)
+
+    def to_dict(self) -> dict:
+        return {"error": self.code, "message": self.message}

@@ -9,7 +9,7 @@ free while the database makes a batch durable:
    transaction; it touches no in-memory state, so it may run on another thread;
 3. ``apply_submissions`` adds them to the in-memory state (the scheduler sees
    them from its next cycle), or ``drop_submissions`` forgets a batch whose write
-   failed.
+   failed (and rebuilds memory from the store when the commit's outcome is unknown).
 
 Between 1 and 3 the batch counts as live work: a queue or priority class it
 names cannot be deleted under it.
@@ -63,13 +63,14 @@ class SubmissionsMixin:
         batch = self.prepare_submissions(specs, now)
         try:
             self.write_submissions(batch)
-        except BaseException:
-            self.drop_submissions(batch)
+        except BaseException as e:
+            self.drop_submissions(batch, e)
             raise
         self.apply_submissions(batch)
         return batch.results
 
     def prepare_submissions(self, specs: list[dict], now=None) -> SubmissionBatch:
+        self.ensure_current()
         batch = SubmissionBatch(now=self._now(now))
         seq = self.next_seq
         for spec in specs:
@@ -100,15 +101,20 @@ class SubmissionsMixin:
 
     def apply_submissions(self, batch: SubmissionBatch) -> None:
         """After a successful write: the scheduler sees them from its next cycle."""
-        self.next_seq = max(self.next_seq, batch.next_seq)     # a reload meanwhile may have lowered it
+        self.next_seq = max(self.next_seq, batch.next_seq)
         for w in batch.accepted:
             self._unapplied.pop(w.id, None)
-            self.state.add(w)
+            if w.id not in self.state.workloads:    # a reload meanwhile may have read it from the store
+                self.state.add(w)
 
-    def drop_submissions(self, batch: SubmissionBatch) -> None:
-        """After a failed write: nothing of the batch exists."""
+    def drop_submissions(self, batch: SubmissionBatch, error: BaseException | None = None) -> None:
+        """After a failed write (``error``): nothing of the batch exists, unless the connection
+        broke while committing (``StoreUnavailable.in_doubt``): then it may, and memory is
+        rebuilt from the store (at once, or as soon as the store can be read)."""
         for w in batch.accepted:
             self._unapplied.pop(w.id, None)
+        if getattr(error, "in_doubt", False):
+            self._resync()
 
     def _needs_approval(self, w: Workload) -> str:
         above = self.state.tree.specs[w.queue].approval_above
@@ -129,11 +135,11 @@ class SubmissionsMixin:
         if w.state != AWAITING_APPROVAL:
             raise Conflict(f"workload {workload_id} is {w.state}, not awaiting approval")
         now = self._now(now)
-        if approve:
-            w.state, w.reason = PENDING, ""
-        else:
-            w.state, w.ended_at, w.reason = REJECTED, now, reason or "rejected by an admin"
         with self._tx():
+            if approve:
+                w.state, w.reason = PENDING, ""
+            else:
+                w.state, w.ended_at, w.reason = REJECTED, now, reason or "rejected by an admin"
             self.store.put_workload(w)
             self._event(now, "approved" if approve else "rejected", w, reason, actor=actor)
         if approve:

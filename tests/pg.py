@@ -2,8 +2,9 @@
 
 ``PgServer`` runs ``initdb`` into a fresh directory, starts ``postgres`` on
 127.0.0.1 with a free port (its unix socket in the same directory) and stops it
-with ``pg_ctl stop -m immediate``. As root the server runs as the ``postgres``
-user (``runuser``), which owns the directory. The binaries are found with a
+with ``pg_ctl stop -m immediate``. ``halt`` and ``resume`` stop it (as a crash would) and
+start it again on the same port and data, for tests of a database outage. As root the
+server runs as the ``postgres`` user (``runuser``), which owns the directory. The binaries are found with a
 glob over ``/usr/lib/postgresql/*/bin`` (newest version first) or on ``PATH``.
 """
 
@@ -50,6 +51,7 @@ class PgServer:
         self.base = tempfile.mkdtemp(prefix="computehub-pg-")
         self.data = os.path.join(self.base, "data")
         self.port: int | None = None
+        self._opts = ""
         if self.as_root:
             # Outside pytest's basetemp, whose 0700 parents the postgres user cannot traverse.
             shutil.chown(self.base, "postgres", "postgres")
@@ -74,10 +76,20 @@ class PgServer:
             try:
                 self._run("pg_ctl", "-D", self.data, "-o", opts, "-l",
                           os.path.join(self.base, "server.log"), "-w", "-t", "60", "start")
+                self._opts = opts
                 return
             except RuntimeError as e:
                 last = e
         raise RuntimeError(f"PostgreSQL did not start: {last}\n{self.log()}")
+
+    def halt(self) -> None:
+        """Stop the server at once (connections drop, nothing is shut down cleanly)."""
+        self._run("pg_ctl", "-D", self.data, "-m", "immediate", "-w", "stop")
+
+    def resume(self) -> None:
+        """Start the halted server again, same port and data (it recovers from its WAL)."""
+        self._run("pg_ctl", "-D", self.data, "-o", self._opts, "-l", os.path.join(self.base, "server.log"),
+                  "-w", "-t", "60", "start")
 
     def log(self) -> str:
         try:

@@ -19,6 +19,16 @@ SQLite runs with ``journal_mode=WAL``, ``synchronous=FULL`` (an acknowledged
 commit survives a kill -9 or a power cut), foreign keys on and a busy timeout;
 write transactions start with ``BEGIN IMMEDIATE`` so concurrent writers queue
 instead of failing on a lock upgrade.
+
+When the database cannot do what is asked (PostgreSQL down, restarting or its
+connection killed; SQLite's disk full or its file read-only) every method raises
+``StoreUnavailable`` (``scheduler.errors``), never the driver's exception: a
+transaction that failed was rolled back, unless the failure came while committing
+(``in_doubt``: PostgreSQL may have committed it before the connection broke). A
+refused write (``IntegrityError``) is not an outage and propagates as it is.
+Connections are checked before use (``pool_pre_ping``) and made anew, so the store
+works again by itself once the database is back; a PostgreSQL connection attempt
+gives up after ``connect_timeout`` (10 s unless the URL says otherwise).
 """
 
 from __future__ import annotations
@@ -29,9 +39,11 @@ import os
 import threading
 
 from sqlalchemy import Connection, create_engine, delete, event, func, insert, select, update
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import StaticPool
 
+from ..errors import StoreUnavailable
 from ..model import HOLDING, TERMINAL, Allocation, Event, NodeSpec, PriorityClass, QueueSpec, Workload
 from . import tables as T
 from .base import Snapshot, Store
@@ -39,6 +51,20 @@ from .base import Snapshot, Store
 BUSY_TIMEOUT_MS = 30_000
 _WRITE = "computehub_write"          # execution option marking a write transaction
 _MIGRATION_LOCK = 0x636F6D70         # PostgreSQL advisory lock id ("comp") for migrations
+CONNECT_TIMEOUT_S = 10               # PostgreSQL: give up a connection attempt after this
+_SQLITE_IOERR = 10                   # SQLite's primary result code of an I/O error
+
+
+def _outage(e: BaseException) -> bool:
+    """Whether a database error means the database could not do it (down, restarting, the
+    connection lost, the disk full, read-only), not that it refused this change."""
+    return isinstance(e, (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError)) or (
+        isinstance(e, sa_exc.DBAPIError) and e.connection_invalidated)
+
+
+def _detail(e: BaseException) -> str:
+    text = str(getattr(e, "orig", None) or e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
 
 
 def migrations_dir() -> str:
@@ -87,7 +113,9 @@ class SqlStore(Store):
             if self._memory:
                 kw["poolclass"] = StaticPool     # one shared connection: one database
         else:
-            kw["pool_pre_ping"] = True
+            kw["pool_pre_ping"] = True       # a connection the server dropped is replaced, not used
+            if "connect_timeout" not in u.query:
+                kw["connect_args"] = {"connect_timeout": CONNECT_TIMEOUT_S}
         self.engine = create_engine(u, **kw)
         if self.dialect == "sqlite":
             _sqlite_setup(self.engine)
@@ -100,12 +128,29 @@ class SqlStore(Store):
 
     # -- transactions -------------------------------------------------------------------
 
+    def _unavailable(self, e: BaseException, committing: bool) -> StoreUnavailable:
+        # A commit that failed on PostgreSQL may have been made before the connection broke.
+        # SQLite's COMMIT is all or nothing (a full disk or a read-only file leaves it undone),
+        # save for an I/O error, after which a frame may still be in the log.
+        in_doubt = committing and (self.dialect != "sqlite" or (
+            getattr(getattr(e, "orig", None), "sqlite_errorcode", 0) & 0xFF) == _SQLITE_IOERR)
+        return StoreUnavailable(_detail(e), in_doubt=in_doubt)
+
     @contextlib.contextmanager
     def _begin(self):
-        with self._lock, self.engine.connect() as conn:
-            conn.execution_options(**{_WRITE: True})
-            with conn.begin():
-                yield conn
+        committing = False
+        try:
+            with self._lock, self.engine.connect() as conn:
+                conn.execution_options(**{_WRITE: True})
+                with conn.begin():
+                    yield conn
+                    committing = True
+        except sa_exc.DBAPIError as e:
+            if not _outage(e):
+                raise
+            raise self._unavailable(e, committing) from e
+        except sa_exc.TimeoutError as e:       # no connection free in the pool
+            raise self._unavailable(e, False) from e
 
     def migrate(self) -> None:
         """Bring the schema to the newest revision (``alembic upgrade head``)."""
@@ -141,13 +186,18 @@ class SqlStore(Store):
         if conn is not None:
             yield conn
             return
-        with self._lock if self._memory else contextlib.nullcontext(), self.engine.connect() as c:
-            if consistent and self.dialect == "postgresql":
-                c.execution_options(isolation_level="REPEATABLE READ")
-            try:
-                yield c
-            finally:
-                c.rollback()
+        try:
+            with self._lock if self._memory else contextlib.nullcontext(), self.engine.connect() as c:
+                if consistent and self.dialect == "postgresql":
+                    c.execution_options(isolation_level="REPEATABLE READ")
+                try:
+                    yield c
+                finally:
+                    c.rollback()
+        except (sa_exc.DBAPIError, sa_exc.TimeoutError) as e:
+            if not _outage(e):
+                raise
+            raise StoreUnavailable(_detail(e)) from e
 
     def _upsert(self, table, keys: tuple[str, ...]):
         stmt = self._upserts.get(table.name)
