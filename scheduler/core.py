@@ -2,32 +2,26 @@
 
 ``Scheduler`` owns the in-memory ``ClusterState`` and ``Engine`` and writes
 every change through a ``Store`` in one transaction per operation (one per
-cycle for the cycle's decisions). Memory is changed only inside that transaction
-(a cycle decides inside it too), so a transaction that cannot even begin (the
-database is down) leaves memory as it was. If one fails after it began, memory is
-rebuilt from the store; if the store cannot be read either, memory is marked stale
-and every later operation first rebuilds it (``ensure_current``), raising
-``StoreUnavailable`` while it still cannot: memory never runs ahead of what is
-durable, and nobody is shown a decision that was not made durable.
+cycle for the cycle's decisions); how memory never runs ahead of the store is
+in ``durable.py``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import time as _time
 
 from . import ledger, preemption, reclaim, validation
-from .engine import CycleResult, Engine, EngineConfig
+from .durable import DurableMemory
+from .engine import CycleResult, EngineConfig
 from .errors import Conflict, NotFound
 from .model import (ADMITTED, AWAITING_APPROVAL, CANCELLED, FAILED, FINISHED, HOLDING, PENDING, PREEMPTED, PREEMPTING,
                     RECLAIMED, RUNNING, TERMINAL, Allocation, Event, NodeSpec, PriorityClass, QueueSpec,
-                    Workload, default_classes)
-from .state import ClusterState
+                    Workload)
 from .store import MemoryStore, Store
 from .submissions import SubmissionsMixin
 
 
-class Scheduler(SubmissionsMixin):
+class Scheduler(DurableMemory, SubmissionsMixin):
     def __init__(self, store: Store | None = None, config: EngineConfig | None = None,
                  clock=_time.time, prices: dict[str, float] | None = None):
         self.store = store if store is not None else MemoryStore()
@@ -39,66 +33,7 @@ class Scheduler(SubmissionsMixin):
         self._stale = False     # memory may hold changes of a failed transaction (see ensure_current)
         self._load()
 
-    # --- lifecycle -------------------------------------------------------------
-
-    def _load(self) -> None:
-        snap = self.store.load()
-        if not snap.classes:
-            with self.store.transaction():
-                for pc in default_classes():
-                    self.store.put_class(pc)
-            snap.classes = default_classes()
-        self.state = ClusterState(snap.queues, snap.classes, snap.nodes)
-        for w in sorted(snap.workloads, key=lambda w: w.seq):
-            self.state.add(w)
-        self.engine = Engine(self.state, self.config)
-        self.engine.fairshare.load(snap.fairshare_time, snap.fairshare)
-        # Never lower: ids handed to a batch whose write failed are not handed out again.
-        self.next_seq = max([snap.next_seq, getattr(self, "next_seq", 1)]
-                            + [w.seq + 1 for w in self._unapplied.values()])
-        self.last = None
-
-    @property
-    def stale(self) -> bool:
-        """Whether memory may disagree with the store until ``ensure_current`` succeeds."""
-        return self._stale
-
-    def ensure_current(self) -> None:
-        """Make sure memory is what the store holds: after a transaction failed while the store
-        could not be read back, rebuild memory now. Raises ``StoreUnavailable`` while it still
-        cannot (nothing is decided or shown on memory that may be wrong meanwhile)."""
-        if self._stale:
-            self._load()
-            self._stale = False
-
-    def _resync(self) -> None:
-        """Memory may hold what a failed transaction changed: rebuild it from the store, or,
-        if the store cannot be read now, mark it stale for ``ensure_current``."""
-        try:
-            self._load()
-            self._stale = False
-        except Exception:       # noqa: BLE001 - the original failure is what the caller sees
-            self._stale = True
-
-    @contextlib.contextmanager
-    def _tx(self):
-        """One store transaction. Change memory only inside it: on failure memory is rebuilt
-        from the store (nothing to rebuild when the transaction could not even begin)."""
-        self.ensure_current()
-        began = False
-        try:
-            with self.store.transaction():
-                began = True
-                yield
-        except BaseException:
-            if began:
-                self._resync()
-            raise
-
-    def batch(self):
-        """Several operations (status reports) in one store transaction: one commit for all.
-        If writing fails, memory is rebuilt from the store and none of them happened."""
-        return self._tx()
+    # --- lifecycle: _load, ensure_current, _tx and batch are in durable.py -------------
 
     def _live(self):
         """Pending and running work, and submissions being written (see submissions.py)."""
