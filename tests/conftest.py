@@ -15,7 +15,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 from pg import MISSING, PgServer, find_bindir  # noqa: E402
 
-PG_FIXTURES = {"pg_url", "pg_server", "pg_db_url"}
+PG_FIXTURES = {"pg_url", "pg_server", "pg_db_url", "own_pg"}
 
 
 def pytest_collection_modifyitems(items):
@@ -37,6 +37,21 @@ def pg_server():
         pytest.fail(f"could not start PostgreSQL: {e}", pytrace=False)
     yield server
     server.stop()
+
+
+@pytest.fixture
+def own_pg():
+    """A PostgreSQL server of the test's own, which it may stop and start again (``halt``,
+    ``resume``) without disturbing the session's."""
+    bindir = find_bindir()
+    if bindir is None:
+        pytest.fail(MISSING, pytrace=False)
+    server = PgServer(bindir)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -25,7 +25,6 @@ import time
 
 import psycopg
 import pytest
-from pg import PgServer, find_bindir
 from realhub import RealHub
 from sqlalchemy import event, select
 
@@ -37,15 +36,6 @@ from scheduler.store.sql import SqlStore
 
 NOTHING = "nothing was accepted"
 
-
-@pytest.fixture
-def pg():
-    server = PgServer(find_bindir())
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
 
 
 class Calls:
@@ -121,8 +111,8 @@ def check_consistent(hub, calls, store_url):
 
 @pytest.mark.slow
 @pytest.mark.postgres
-def test_postgresql_down_for_seconds_then_back(tmp_path, pg):
-    url = pg.create_database()
+def test_postgresql_down_for_seconds_then_back(tmp_path, own_pg):
+    url = own_pg.create_database()
     # A cycle comes 2 s after a change: the one for "late" runs while the server is down.
     slow = "\nc.ComputeHubService.cycle_interval = 1\nc.ComputeHubService.cycle_delay = 2\n"
     with RealHub(tmp_path, db_url=url, extra_service_config=slow) as hub:
@@ -132,7 +122,7 @@ def test_postgresql_down_for_seconds_then_back(tmp_path, pg):
         first = calls.submit(alice, "first", "vision", 2).json()["id"]
         assert wait_for(lambda: calls.call("GET", f"/workloads/{first}", alice).json()["state"] == "admitted")
         late = calls.submit(carol, "late", "nlp", 2).json()["id"]
-        pg.halt()
+        own_pg.halt()
         t0, n = time.monotonic(), 0
         while time.monotonic() - t0 < 6:
             n += 1
@@ -149,7 +139,7 @@ def test_postgresql_down_for_seconds_then_back(tmp_path, pg):
             time.sleep(0.3)
         assert len(calls.refused) == n
 
-        pg.resume()
+        own_pg.resume()
         assert recovered(calls, carol, "nlp")
         assert wait_for(lambda: calls.call("GET", f"/workloads/{late}", carol).json()["state"] == "admitted")
         assert calls.call("POST", f"/workloads/{first}/status", launcher, json={"state": "running"}).status_code == 200
@@ -163,15 +153,15 @@ def test_postgresql_down_for_seconds_then_back(tmp_path, pg):
 
 @pytest.mark.slow
 @pytest.mark.postgres
-def test_connections_killed_under_load(tmp_path, pg):
-    url = pg.create_database()
+def test_connections_killed_under_load(tmp_path, own_pg):
+    url = own_pg.create_database()
     with RealHub(tmp_path, db_url=url) as hub:
         pid = hub.service_pid()
         calls, stop, killed = Calls(hub), threading.Event(), []
         dbname = url.rsplit("/", 1)[1]
 
         def killer():
-            with psycopg.connect(host="127.0.0.1", port=pg.port, user="postgres", dbname="postgres",
+            with psycopg.connect(host="127.0.0.1", port=own_pg.port, user="postgres", dbname="postgres",
                                  autocommit=True) as c:
                 while not stop.is_set():
                     rows = c.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
@@ -245,8 +235,8 @@ def test_sqlite_disk_full_then_freed(tmp_path):
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("on_thread", [False, True])
-def test_group_commit_tells_every_waiting_submitter_the_truth(tmp_path, pg, on_thread):
-    url = pg.create_database()
+def test_group_commit_tells_every_waiting_submitter_the_truth(tmp_path, own_pg, on_thread):
+    url = own_pg.create_database()
     svc = ComputeHubService(data_dir=str(tmp_path), db_url=url, service_prefix="/services/computehub/",
                             nodes=[{"name": "n0", "gpus": 8}], initial_queues=[{"name": "a"}],
                             write_on_thread=on_thread)
@@ -270,7 +260,7 @@ def test_group_commit_tells_every_waiting_submitter_the_truth(tmp_path, pg, on_t
     def kill(conn):                 # the connection of the batch's transaction dies as it commits
         if armed and armed.pop():
             pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
-            with psycopg.connect(host="127.0.0.1", port=pg.port, user="postgres", dbname="postgres",
+            with psycopg.connect(host="127.0.0.1", port=own_pg.port, user="postgres", dbname="postgres",
                                  autocommit=True) as c:
                 c.execute("SELECT pg_terminate_backend(%s)", (pid,))
 
@@ -280,11 +270,11 @@ def test_group_commit_tells_every_waiting_submitter_the_truth(tmp_path, pg, on_t
         assert "may or may not have been accepted" in e.message
     assert agree() and not svc.sched.stale       # memory was rebuilt from the database at once
 
-    pg.halt()
+    own_pg.halt()
     out = burst([f"down-{i}" for i in range(5)])
     for e in out:                   # the server was down before anything was sent: nothing was accepted
         assert isinstance(e, APIError) and e.status_code == 503 and NOTHING in e.message, e
-    pg.resume()
+    own_pg.resume()
     again = burst(["again"])[0]
     assert again.name == "again" and again.seq > first.seq and agree()
     assert [w.name for w in store.get_workloads()] == ["first", "again"]

@@ -15,7 +15,6 @@ launcher would, in the service's logs directory).
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
@@ -27,7 +26,7 @@ from labextension.magics import bundle, describe
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spawner"))
 from localhub import hub_api, server_procs, wait_for, wait_ready  # noqa: E402
-from test_lab_browser import labhub, workload  # noqa: E402,F401 (a fixture)
+from test_lab_browser import labhub, open_lab, workload  # noqa: E402,F401 (a fixture)
 
 NAME = """<img src=x onerror=window.__xss=1>"'><svg onload=window.__xss=2>&amp;"""
 LOG = ["<script>window.__xss=3</script><img src=x onerror=window.__xss=4>",
@@ -80,13 +79,7 @@ def test_panel_shows_hostile_names_and_logs_literally(labhub, browser):
     page = ctx.new_page()
     page.set_default_timeout(60_000)
     try:
-        page.goto(hub.url + "/hub/login?next=" + "/user/alice/lab")
-        page.fill("#username_input", "alice")
-        page.fill("#password_input", "pw")
-        page.click("#login_submit")
-        page.wait_for_url(re.compile(r".*/user/alice/lab.*"), timeout=90_000)
-        status = page.locator(".jp-ComputeHubStatus")
-        status.wait_for(timeout=120_000)
+        status = open_lab(page, hub)
         status.click()
         row = page.locator(f".jp-ComputeHub-workload[data-workload-id='{job}']")
         sync_api.expect(row).to_be_visible(timeout=30_000)

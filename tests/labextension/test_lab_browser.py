@@ -132,6 +132,18 @@ def workload(hub, wid) -> dict:
     return r.json()
 
 
+def open_lab(page, hub, user: str = "alice"):
+    """Log ``user`` in and wait for JupyterLab with this extension: its status bar item."""
+    page.goto(hub.url + "/hub/login?next=" + f"/user/{user}/lab")
+    page.fill("#username_input", user)
+    page.fill("#password_input", "pw")
+    page.click("#login_submit")
+    page.wait_for_url(re.compile(rf".*/user/{user}/lab.*"), timeout=90_000)
+    status = page.locator(".jp-ComputeHubStatus")
+    status.wait_for(timeout=120_000)
+    return status
+
+
 def set_visibility(page, state: str) -> None:
     """What the browser does when the tab is hidden or shown (headless Chromium never hides it)."""
     page.evaluate("""state => {
@@ -162,13 +174,7 @@ def test_status_bar_and_panel_follow_a_queued_job_to_running(labhub, browser, tm
     page = ctx.new_page()
     page.set_default_timeout(60_000)
     try:
-        page.goto(hub.url + "/hub/login?next=" + "/user/alice/lab")
-        page.fill("#username_input", "alice")
-        page.fill("#password_input", "pw")
-        page.click("#login_submit")
-        page.wait_for_url(re.compile(r".*/user/alice/lab.*"), timeout=90_000)
-        status = page.locator(".jp-ComputeHubStatus")
-        status.wait_for(timeout=120_000)     # JupyterLab loaded with our extension
+        status = open_lab(page, hub)         # JupyterLab loaded with our extension
         # Running on GPU 0 only: CUDA_VISIBLE_DEVICES hides GPU 1 (99% busy) from this server.
         sync_api.expect(status).to_have_text("GPU 1×A100 · 63% · 12/80 GB", timeout=30_000)
         write_gpus(hub.gpus_file, 87, 20)

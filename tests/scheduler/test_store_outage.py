@@ -1,5 +1,5 @@
 """The scheduler on a real PostgreSQL server that goes away: memory never runs ahead of the
-database. A server of its own per test (``PgServer``), halted and resumed on the same port:
+database. A server of its own per test (the ``own_pg`` fixture), halted and resumed on the same port:
 nothing is emulated. Moments inside a transaction are reached with SQLAlchemy's ``commit``
 event (it runs just before COMMIT is sent).
 
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-from pg import PgServer, find_bindir
 from sqlalchemy import event, select
 
 from scheduler import Scheduler, StoreUnavailable
@@ -25,15 +24,6 @@ from scheduler.store.sql import SqlStore
 
 pytestmark = pytest.mark.postgres
 
-
-@pytest.fixture
-def pg():
-    server = PgServer(find_bindir())
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
 
 
 def cluster(url: str) -> Scheduler:
@@ -74,11 +64,11 @@ def in_memory(s):
             sorted((a.node, i, w.id) for w in s.state.holding.values() for a in w.placement for i in a.gpus))
 
 
-def test_the_server_dies_as_a_cycle_commits_and_memory_waits_for_it(pg):
-    url = pg.create_database()
+def test_the_server_dies_as_a_cycle_commits_and_memory_waits_for_it(own_pg):
+    url = own_pg.create_database()
     s = cluster(url)
     w = job(s)
-    on_next_commit(s.store, lambda conn: pg.halt())
+    on_next_commit(s.store, lambda conn: own_pg.halt())
     with pytest.raises(StoreUnavailable) as e:
         s.cycle(now=2)
     assert e.value.in_doubt                      # it failed while committing
@@ -90,7 +80,7 @@ def test_the_server_dies_as_a_cycle_commits_and_memory_waits_for_it(pg):
             read()
     assert s.stale
 
-    pg.resume()                                  # the same server again; the service was never restarted
+    own_pg.resume()                                  # the same server again; the service was never restarted
     assert s.get(w.id).state == PENDING and s.get(w.id).placement == []
     assert not s.stale
     assert in_memory(s) == stored(url) == ({w.id: PENDING}, [])
@@ -100,8 +90,8 @@ def test_the_server_dies_as_a_cycle_commits_and_memory_waits_for_it(pg):
     s.store.close()
 
 
-def test_a_change_that_cannot_begin_leaves_memory_as_it_was(pg):
-    url = pg.create_database()
+def test_a_change_that_cannot_begin_leaves_memory_as_it_was(own_pg):
+    url = own_pg.create_database()
     s = cluster(url)
     running, admitted = job(s), job(s, gpus=1)
     big = job(s, gpus=4)                         # above the approval threshold
@@ -110,7 +100,7 @@ def test_a_change_that_cannot_begin_leaves_memory_as_it_was(pg):
     s.mark_running(running.id, now=3)
     queued = job(s, gpus=1, now=4)               # room for it: the next cycle would admit it
     before = in_memory(s)
-    pg.halt()
+    own_pg.halt()
     attempts = [lambda: s.cycle(now=5), lambda: s.mark_running(admitted.id, now=5),
                 lambda: s.annotate(admitted.id, {"message": "up"}, now=5),
                 lambda: s.report_checkpoint(running.id, now=5), lambda: s.report_idle(running.id, 0, now=100),
@@ -127,7 +117,7 @@ def test_a_change_that_cannot_begin_leaves_memory_as_it_was(pg):
     assert r.idle_warned_at is None and r.exit_code is None and r.state == RUNNING
     assert s.get(admitted.id).state == ADMITTED and s.get(big.id).state == AWAITING_APPROVAL
 
-    pg.resume()
+    own_pg.resume()
     assert in_memory(s) == stored(url) == before
     s.mark_running(admitted.id, now=6)
     s.cycle(now=7)
@@ -136,14 +126,14 @@ def test_a_change_that_cannot_begin_leaves_memory_as_it_was(pg):
     s.store.close()
 
 
-def test_a_connection_killed_during_commit_is_in_doubt_and_memory_follows_the_database(pg):
-    url = pg.create_database()
+def test_a_connection_killed_during_commit_is_in_doubt_and_memory_follows_the_database(own_pg):
+    url = own_pg.create_database()
     s = cluster(url)
     first = job(s)
 
     def kill(conn):                              # the backend of this very transaction
         pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
-        with psycopg.connect(host="127.0.0.1", port=pg.port, user="postgres", dbname="postgres",
+        with psycopg.connect(host="127.0.0.1", port=own_pg.port, user="postgres", dbname="postgres",
                              autocommit=True) as other:
             other.execute("SELECT pg_terminate_backend(%s)", (pid,))
 
