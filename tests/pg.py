@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import glob
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -38,10 +39,40 @@ def find_bindir() -> str | None:
     return None
 
 
+_HANDED_OUT: set[int] = set()
+
+
+def _ephemeral() -> tuple[int, int]:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = map(int, f.read().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free on 127.0.0.1 now, for a server a test starts (and may restart) later.
+
+    Not one the kernel picks for outgoing connections (below its ephemeral range: a hub's
+    own client connections could otherwise take a port between this call and the server's
+    listen, or while a restarted server is down), and never one handed out before in this
+    process (two servers of one hub were once given the same port)."""
+    low = _ephemeral()[0]
+    lo, hi = (10000, low - 1) if low > 12000 else (low, 65535)
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randint(lo, hi)
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
+        return port
+    raise RuntimeError(f"no free port found between {lo} and {hi}")
 
 
 class PgServer:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -22,14 +21,13 @@ from pathlib import Path
 import requests
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))     # benchmarks import this file too
+from pg import free_port  # noqa: E402,F401 (tests import it from here)
+
 CHP = ROOT / ".venv" / "chp" / "node_modules" / ".bin" / "configurable-http-proxy"
 USERS = {"alice": ["vision"], "bob": ["vision"], "carol": ["nlp"], "lin": ["vision"], "ada": []}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 SERVICE_CONFIG = """
