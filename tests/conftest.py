@@ -24,34 +24,32 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.postgres)
 
 
-@pytest.fixture(scope="session")
-def pg_server():
+def _running_pg():
+    """A started PostgreSQL server (stopped when the generator closes); fails loudly without one."""
     bindir = find_bindir()
     if bindir is None:
         pytest.fail(MISSING, pytrace=False)
     server = PgServer(bindir)
     try:
-        server.start()
-    except Exception as e:
+        try:
+            server.start()
+        except Exception as e:
+            pytest.fail(f"could not start PostgreSQL: {e}", pytrace=False)
+        yield server
+    finally:
         server.stop()
-        pytest.fail(f"could not start PostgreSQL: {e}", pytrace=False)
-    yield server
-    server.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    yield from _running_pg()
 
 
 @pytest.fixture
 def own_pg():
     """A PostgreSQL server of the test's own, which it may stop and start again (``halt``,
     ``resume``) without disturbing the session's."""
-    bindir = find_bindir()
-    if bindir is None:
-        pytest.fail(MISSING, pytrace=False)
-    server = PgServer(bindir)
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
+    yield from _running_pg()
 
 
 @pytest.fixture(scope="session")
