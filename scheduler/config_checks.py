@@ -18,6 +18,7 @@ from __future__ import annotations
 import difflib
 import math
 import os
+import re
 import string
 import sys
 from urllib.parse import urlparse
@@ -95,6 +96,16 @@ def check_url(setting: str, value: str, *, empty_ok: bool = False) -> str:
     if u.scheme not in ("http", "https") or not u.hostname:
         raise ConfigError(f"{setting} must be an http:// or https:// URL with a host, e.g. "
                           f"http://127.0.0.1:10101, not {value!r}")
+    return value
+
+
+# A Kubernetes extended resource name (nvidia.com/gpu): an optional DNS-subdomain prefix, then a name.
+RESOURCE = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
+
+def check_resource_name(setting: str, value: str) -> str:
+    if not RESOURCE.match(value):
+        raise ConfigError(f"{setting} must be a resource name like nvidia.com/gpu, not {value!r}")
     return value
 
 

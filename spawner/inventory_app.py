@@ -19,9 +19,9 @@ from traitlets.config import LoggingConfigurable
 
 from .inventory_kube import DRAINING_TAINTS, NodeSkipped, diff, node_spec, what_changed
 from .inventory_pods import foreign_use, less_foreign
-from scheduler.config_checks import ConfigError, check_existing_file, check_number, launch, recheck
+from scheduler.config_checks import (ConfigError, check_existing_file, check_number, check_resource_name, launch,
+                                      recheck)
 from .kube_client import api_client
-from .launcher_settings import RESOURCE
 from .service_app import ServiceClientApp
 from .service_client import ServiceError
 
@@ -72,10 +72,7 @@ class KubeInventory(LoggingConfigurable):
 
     @validate("gpu_resource")
     def _resource_ok(self, proposal):
-        if not RESOURCE.match(proposal.value):
-            raise ConfigError(f"{type(self).__name__}.gpu_resource must be a resource name like nvidia.com/gpu, "
-                              f"not {proposal.value!r}")
-        return proposal.value
+        return check_resource_name(f"{type(self).__name__}.gpu_resource", proposal.value)
 
     @validate("default_model")
     def _model_ok(self, proposal):

@@ -11,11 +11,11 @@ import re
 
 from traitlets import validate
 
-from scheduler.config_checks import ConfigError, check_existing_file, check_number, check_template, check_url
+from scheduler.config_checks import (ConfigError, check_existing_file, check_number, check_resource_name,
+                                      check_template, check_url)
 
 KINDS = ("training", "inference", "batch")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-RESOURCE = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
 
 def _name(obj, trait: str) -> str:
@@ -117,10 +117,7 @@ class KubeLauncherChecks:
 
     @validate("gpu_resource")
     def _resource_ok(self, proposal):
-        if not RESOURCE.match(proposal.value):
-            raise ConfigError(f"{_name(self, 'gpu_resource')} must be a resource name like nvidia.com/gpu, "
-                              f"not {proposal.value!r}")
-        return proposal.value
+        return check_resource_name(_name(self, "gpu_resource"), proposal.value)
 
     @validate("priority_class_template")
     def _pc_template_ok(self, proposal):
