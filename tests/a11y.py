@@ -1,0 +1,73 @@
+"""axe-core in a Playwright page: the WCAG 2.1 A/AA violations of what the page shows now.
+
+axe-core comes from the ``axe-playwright-python`` package (it bundles ``axe.min.js``);
+the script is injected into the page and ``axe.run`` is called with the WCAG 2.0/2.1
+A and AA tags only. ``exclude`` takes CSS selectors of elements whose markup is not
+ours (JupyterHub's, JupyterLab's): each caller names whose markup it is. No rule is
+ever disabled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
+# Each finding (surface, rule, count) is appended here when set: the audit's record.
+RECORD = os.environ.get("COMPUTEHUB_A11Y_RECORD")
+
+
+def _axe_script() -> str:
+    from axe_playwright_python.base import AXE_SCRIPT    # the 'test' extra installs it
+    return AXE_SCRIPT
+
+
+def violations(page, include: list[str] | None = None, exclude: list[str] = ()) -> list[dict]:
+    """axe's violations (WCAG 2.1 A/AA) in ``include`` (default: the document) minus ``exclude``."""
+    if not page.evaluate("typeof window.axe !== 'undefined'"):
+        page.evaluate(_axe_script())
+    context = {"exclude": [[s] for s in exclude]}
+    if include:
+        context["include"] = [[s] for s in include]
+    return page.evaluate(
+        """([context, tags]) => axe.run(context.include ? context : {exclude: context.exclude},
+                                        {runOnly: {type: 'tag', values: tags}, resultTypes: ['violations']})
+                               .then(r => r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
+                                   nodes: v.nodes.map(n => ({target: n.target.join(' '), html: n.html,
+                                                              summary: n.failureSummary}))})))""",
+        [context, TAGS])
+
+
+def report(where: str, found: list[dict]) -> str:
+    lines = [f"{where}: {len(found)} axe rule(s) violated"]
+    for v in found:
+        lines.append(f"- {v['id']} ({v['impact']}, {len(v['nodes'])} element(s)): {v['help']}")
+        for n in v["nodes"][:6]:
+            lines.append(f"    {n['target']}: {n['html'][:160]}")
+            lines.append("      " + (n["summary"] or "").replace("\n", "\n      ")[:400])
+    return "\n".join(lines)
+
+
+def assert_accessible(page, where: str, include: list[str] | None = None, exclude: list[str] = ()) -> None:
+    found = violations(page, include, exclude)
+    if RECORD:
+        with Path(RECORD).open("a") as f:
+            for v in found:
+                f.write(json.dumps({"surface": where, "rule": v["id"], "count": len(v["nodes"])}) + "\n")
+    assert not found, report(where, found)
+
+
+def focus_outline(page) -> dict:
+    """How the focused element shows its focus: its tag, text and computed outline/box-shadow."""
+    return page.evaluate("""() => {
+        const e = document.activeElement, s = getComputedStyle(e);
+        return {tag: e.tagName.toLowerCase(), text: (e.innerText || e.value || '').trim().slice(0, 80),
+                name: e.getAttribute('name'), outline: s.outlineStyle, width: parseFloat(s.outlineWidth) || 0,
+                shadow: s.boxShadow};
+    }""")
+
+
+def focus_visible(page) -> bool:
+    f = focus_outline(page)
+    return (f["outline"] not in ("none", "") and f["width"] >= 2) or f["shadow"] not in ("none", "")
