@@ -2,10 +2,16 @@
  * The side panel: this server's GPUs, my notebooks, jobs and services (state,
  * position, ETA, the reason in plain words, a utilisation sparkline, actions) and
  * my queues' usage against guarantee and limit. Plain DOM, redrawn on each change.
+ *
+ * Accessibility: a redraw puts the keyboard focus back on the same control (each has a
+ * `data-focus-key`); the waiting jobs' position and reason go to a polite live region
+ * (announce.ts) that outlives redraws; pictures (sparklines, bars) are hidden from
+ * assistive technology, their numbers are in the text next to them.
  */
 
 import { Widget } from '@lumino/widgets';
 
+import { Announcer, announcements } from './announce';
 import { ApiError, cancelWorkload, fetchLogs } from './api';
 import {
   GpuDevice,
@@ -50,6 +56,8 @@ export function sparkline(samples: number[], width = 120, height = 24): SVGSVGEl
   svg.setAttribute('width', String(width));
   svg.setAttribute('height', String(height));
   svg.setAttribute('viewBox', `0 0 ${width} ${height}`);
+  svg.setAttribute('aria-hidden', 'true'); // the utilisation is in the text beside it
+  svg.setAttribute('focusable', 'false');
   const line = document.createElementNS(SVG, 'polyline');
   line.setAttribute('points', sparklinePoints(samples, width, height));
   svg.appendChild(line);
@@ -61,12 +69,18 @@ export class ComputeHubPanel extends Widget {
   private logsText = '';
   private armed = ''; // a workload whose Cancel was clicked once and awaits confirmation
   private actionError = '';
+  private readonly content = el('div', 'jp-ComputeHub-content');
+  private readonly announcer = new Announcer('jp-ComputeHub-live');
+  private focusAfterRender = ''; // a control to focus once drawn (a `data-focus-key`)
 
   constructor(private readonly store: ComputeHubStore) {
     super();
     this.id = 'computehub-panel';
     this.addClass('jp-ComputeHubPanel');
     this.title.caption = 'ComputeHub';
+    this.node.setAttribute('role', 'region');
+    this.node.setAttribute('aria-label', 'ComputeHub');
+    this.node.append(this.content, this.announcer.node);
     store.changed.connect(this.render, this);
     this.render();
   }
@@ -77,6 +91,11 @@ export class ComputeHubPanel extends Widget {
   }
 
   render(): void {
+    // Where the keyboard focus is, to put it back on the same control after the redraw.
+    const active = document.activeElement as HTMLElement | null;
+    const had = !!active && this.content.contains(active);
+    const key = this.focusAfterRender || (had ? active?.dataset.focusKey || '' : '');
+    this.focusAfterRender = '';
     const root = el('div', 'jp-ComputeHub-body');
     root.appendChild(el('h2', 'jp-ComputeHub-title', 'ComputeHub'));
     root.appendChild(this.banner());
@@ -84,19 +103,48 @@ export class ComputeHubPanel extends Widget {
     root.appendChild(this.workSection());
     root.appendChild(this.queueSection());
     if (this.logsFor) {
-      const box = el('div', 'jp-ComputeHub-logs');
-      const head = el('div', 'jp-ComputeHub-logs-head', `Logs of ${this.logsFor}`);
+      const box = el('section', 'jp-ComputeHub-logs');
+      const head = el('div', 'jp-ComputeHub-logs-head');
+      const title = el('h3', '', `Logs of ${this.logsFor}`);
+      title.id = 'computehub-logs-title';
       const close = el('button', 'jp-ComputeHub-button', 'Close');
+      close.setAttribute('aria-label', `Close the logs of ${this.logsFor}`);
+      close.dataset.focusKey = 'logs-close';
+      const shown = this.logsFor;
       close.onclick = () => {
         this.logsFor = '';
+        this.focusAfterRender = `logs:${shown}`;
         this.render();
       };
-      head.appendChild(close);
+      head.append(title, close);
+      box.setAttribute('aria-labelledby', title.id);
       box.appendChild(head);
-      box.appendChild(el('pre', 'jp-ComputeHub-logs-text', this.logsText));
+      // A box that scrolls: reachable with Tab so the keyboard can scroll it.
+      const pre = el('pre', 'jp-ComputeHub-logs-text', this.logsText);
+      pre.tabIndex = 0;
+      pre.setAttribute('role', 'region');
+      pre.setAttribute('aria-labelledby', title.id);
+      pre.dataset.focusKey = 'logs-text';
+      box.appendChild(pre);
       root.appendChild(box);
     }
-    this.node.replaceChildren(root);
+    this.content.replaceChildren(root);
+    const report = this.store.report;
+    this.announcer.update(announcements(report?.workloads || [], this.problem()));
+    if (key) {
+      const again = this.content.querySelector<HTMLElement>(`[data-focus-key="${CSS.escape(key)}"]`);
+      // The control is gone (its job ended): the focus goes to its section, not to the page.
+      (again || this.content.querySelector<HTMLElement>('.jp-ComputeHub-work > h3'))?.focus();
+    }
+  }
+
+  /** The outage or failed action the banner shows, without its timestamps (for the live region). */
+  private problem(): string {
+    const s = this.store;
+    if (s.unreachable) {
+      return s.error.startsWith('ComputeHub') ? s.error : `ComputeHub is unreachable: ${s.error}`;
+    }
+    return this.actionError;
   }
 
   private banner(): HTMLElement {
@@ -154,7 +202,9 @@ export class ComputeHubPanel extends Widget {
 
   private workSection(): HTMLElement {
     const sec = el('section', 'jp-ComputeHub-work');
-    sec.appendChild(el('h3', '', 'My notebooks, jobs and services'));
+    const h = el('h3', '', 'My notebooks, jobs and services');
+    h.tabIndex = -1; // where the focus goes when the control it was on disappears
+    sec.appendChild(h);
     const report = this.store.report;
     if (!report) {
       return sec;
@@ -221,16 +271,22 @@ export class ComputeHubPanel extends Widget {
     if (cancellable(w) && !here) {
       const armed = this.armed === w.id;
       const b = el('button', 'jp-ComputeHub-button jp-ComputeHub-cancel', armed ? 'Really cancel?' : 'Cancel');
+      b.setAttribute('aria-label', armed ? `Really cancel? (${w.name || w.id})` : `Cancel ${w.name || w.id}`);
+      b.dataset.focusKey = `cancel:${w.id}`;
       b.onclick = () => void this.cancel(w, armed);
       bar.appendChild(b);
     }
     if (w.kind !== 'notebook') {
       const b = el('button', 'jp-ComputeHub-button jp-ComputeHub-logs-button', 'Logs');
+      b.setAttribute('aria-label', `Logs of ${w.name || w.id}`);
+      b.dataset.focusKey = `logs:${w.id}`;
       b.onclick = () => void this.showLogs(w.id);
       bar.appendChild(b);
     }
     if (w.serve_url && w.state === 'running') {
       const a = el('a', 'jp-ComputeHub-button jp-ComputeHub-open', 'Open');
+      a.setAttribute('aria-label', `Open ${w.name || w.id} (new tab)`);
+      a.dataset.focusKey = `open:${w.id}`;
       a.href = w.serve_url;
       a.target = '_blank';
       a.rel = 'noopener';
@@ -264,6 +320,7 @@ export class ComputeHubPanel extends Widget {
     } catch (e) {
       this.logsText = e instanceof ApiError ? e.message : String(e);
     }
+    this.focusAfterRender = 'logs-text'; // the logs open where the keyboard is
     this.render();
   }
 
@@ -281,6 +338,7 @@ export class ComputeHubPanel extends Widget {
     row.dataset.queue = q.name;
     row.appendChild(el('div', 'jp-ComputeHub-name', `${q.name} · ${q.running ?? 0} running, ${q.pending ?? 0} waiting`));
     const bar = el('div', 'jp-ComputeHub-bar');
+    bar.setAttribute('aria-hidden', 'true'); // the usage is in words below it
     const fill = el('div', 'jp-ComputeHub-bar-fill');
     fill.style.width = `${Math.round(queueFill(q) * 100)}%`;
     bar.appendChild(fill);

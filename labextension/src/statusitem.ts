@@ -1,4 +1,4 @@
-/** The status bar item: "Queued #3 · ~12 min" or "GPU 1×A100 · 63% · 12/80 GB"; a click opens the panel. */
+/** The status bar item: "Queued #3 · ~12 min" or "GPU 1×A100 · 63% · 12/80 GB"; a click (or Enter) opens the panel. */
 
 import { Widget } from '@lumino/widgets';
 
@@ -13,7 +13,16 @@ export class ComputeHubStatus extends Widget {
     super();
     this.addClass('jp-ComputeHubStatus');
     this.node.title = 'ComputeHub: click for your work and GPUs';
+    // A button for the keyboard too: Tab reaches it, Enter or Space opens the panel.
+    this.node.setAttribute('role', 'button');
+    this.node.tabIndex = 0;
     this.node.addEventListener('click', onClick);
+    this.node.addEventListener('keydown', (ev: KeyboardEvent) => {
+      if (ev.key === 'Enter' || ev.key === ' ') {
+        ev.preventDefault();
+        onClick();
+      }
+    });
     store.changed.connect(this.refresh, this);
     this.refresh();
   }
