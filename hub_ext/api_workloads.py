@@ -25,24 +25,35 @@ class WorkloadsHandler(BaseHandler):
         states = self.get_query_arguments("state") or None
         user = self.get_query_argument("user", None)
         queue = self.get_query_argument("queue", None)
-        kind = self.get_query_argument("kind", None)
-        for what, given, known in (("state", states or (), STATES), ("kind", [] if kind is None else [kind], KINDS)):
+        kinds = self.get_query_arguments("kind") or None
+        for what, given, known in (("state", states or (), STATES), ("kind", kinds or (), KINDS)):
             bad = [v for v in given if v not in known]
             if bad:
                 raise APIError(400, "invalid", f"unknown {what} {bad[0]!r}; one of {', '.join(known)}")
         limit = self.query_int("limit", 100, 1, 10_000)
         offset = self.query_int("offset", 0, 0, 10**9)
+        order = self.get_query_argument("order", "oldest")
+        if order not in ("oldest", "newest"):
+            raise APIError(400, "invalid", f"order must be 'oldest' (submission order) or 'newest', not {order!r}")
+        specs = svc.sched.state.tree.specs
         if states and any(s in TERMINAL for s in states):
-            items = svc.sched.store.get_workloads(user=user, queue=queue, states=tuple(states))
+            # Ended work lives only in the database, a year of it perhaps: the filters, the
+            # caller's view and the page go into the query, so only one page is ever read.
+            store = svc.sched.store
+            where = dict(user=user, queue=queue, states=tuple(states), kinds=kinds and tuple(kinds),
+                         seen_by=seen_by(caller, specs))
+            page = store.get_workloads(**where, newest_first=order == "newest", limit=limit, offset=offset)
+            total = store.count_workloads(**where)
         else:
             items = svc.sched.workloads(user=user, queue=queue, states=tuple(states) if states else None)
-        specs = svc.sched.state.tree.specs
-        visible = [w for w in items if (kind is None or w.kind == kind)
-                   and caller.may_see(w, specs.get(w.queue))]
-        page = visible[offset:offset + limit]
+            visible = [w for w in items
+                       if (kinds is None or w.kind in kinds) and caller.may_see(w, specs.get(w.queue))]
+            if order == "newest":
+                visible.reverse()
+            page, total = visible[offset:offset + limit], len(visible)
         self.write_json({"workloads": [with_report_token(views.workload(w, svc.positions), w, caller, svc)
                                        for w in page],
-                         "total": len(visible), "offset": offset, "limit": limit})
+                         "total": total, "offset": offset, "limit": limit, "order": order})
 
     async def post(self):
         caller = self.caller
@@ -55,6 +66,15 @@ class WorkloadsHandler(BaseHandler):
         w = await self.service.submit(spec)
         self.set_header("Location", self.service.path(f"api/v1/workloads/{w.id}"))
         self.write_json(views.workload(w), status=201)
+
+
+def seen_by(caller, specs) -> tuple[str | None, tuple[str, ...]] | None:
+    """``caller.may_see`` as the store's filter: None (everything), or the caller's own work
+    and the queues of the teams they lead."""
+    if caller.on_behalf or caller.all_teams:
+        return None
+    own = caller.name if caller.kind == "user" and caller.can_submit else None
+    return own, tuple(sorted(name for name, spec in specs.items() if caller.team_groups & set(spec.groups)))
 
 
 def with_report_token(d: dict, w, caller, svc) -> dict:

@@ -37,12 +37,13 @@ from .openapi import OpenAPIHandler
 from .pages import page_handlers
 from .report_tokens import ReportTokens, load_secret
 from .stream import EventsHandler
+from .retention import HistoryRetention
 from .submission_rules import SubmissionRules
 
 VERSION = "0.1.0"
 
 
-class ComputeHubService(ServiceConfig, SubmissionRules, Application):
+class ComputeHubService(ServiceConfig, SubmissionRules, HistoryRetention, Application):
     name = "computehub-serve"
     description = "The ComputeHub scheduler as a JupyterHub service."
     classes = [EngineConfig]
@@ -326,14 +327,17 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Application):
             loop.add_signal_handler(sig, stop.set)
         self._changed = asyncio.Event()
         self._wake = asyncio.Event()
-        task = asyncio.create_task(self.scheduling_loop())
+        tasks = [asyncio.create_task(self.scheduling_loop())]
+        if not self.retains_everything():
+            tasks.append(asyncio.create_task(self.retention_loop()))
         self.changed()
         await stop.wait()
         self.log.info("ComputeHub shutting down")
         self.stopping = True
         self._notify()
         server.stop()
-        task.cancel()
+        for task in tasks:
+            task.cancel()
         self.sched.store.close()
 
 

@@ -104,19 +104,33 @@ computehub infer --gpus 1 --port 8080 --replicas 2 -- ./serve.sh
         return []
 
 
+JOB_KINDS = ["training", "batch", "inference"]
+
+
 class JobsApp(ClientCommand):
     name = "computehub jobs"
     description = ("Your training, batch and inference jobs with state, queue position and reason "
-                   "(--all: ended ones too).")
-    all = Bool(False, help="Include jobs that ended.").tag(config=True)
+                   "(--all: the latest ones of every state, ended ones too).")
+    all = Bool(False, help="Include jobs that ended: the latest --limit of them.").tag(config=True)
+    limit = Int(50, help="With --all: how many of your latest jobs to show (jobs).").tag(config=True)
     flags = {**ClientCommand.flags, "all": ({"JobsApp": {"all": True}}, "Include jobs that ended.")}
+    aliases = {**ClientCommand.aliases, "limit": "JobsApp.limit"}
 
     def run(self):
+        if not 1 <= self.limit <= 10_000:
+            raise UsageError(f"--limit must be 1 to 10000 jobs, not {self.limit}")
         ch = self.client()
         me = ch.me()["name"]
-        states = (["pending", "awaiting_approval", "admitted", "running", "preempting", *TERMINAL]
-                  if self.all else None)
-        items = [w for w in ch.list(user=me, state=states, limit=10_000)["workloads"] if w["kind"] != "notebook"]
+        if self.all:
+            # The latest first from the service (a year of history is never read whole),
+            # shown oldest to newest so the newest end up next to the prompt.
+            answer = ch.list(user=me, state=["pending", "awaiting_approval", "admitted", "running",
+                                             "preempting", *TERMINAL], kind=JOB_KINDS, order="newest",
+                             limit=self.limit)
+            items, total = answer["workloads"][::-1], answer["total"]
+        else:
+            answer = ch.list(user=me, kind=JOB_KINDS, limit=10_000)
+            items, total = answer["workloads"], answer["total"]
         if self.json:
             return self.emit(items)
         if not items:
@@ -125,6 +139,8 @@ class JobsApp(ClientCommand):
                  f"{w['position_in_queue']} in {w['queue']}" if w.get("position_in_queue") else "",
                  (w.get("reason") or "").split("\n")[0][:100]] for w in items]
         print(table(rows, ["ID", "NAME", "KIND", "GPUS", "STATE", "POS", "REASON"]))
+        if self.all and total > self.limit:
+            print(f"(your latest {self.limit} of {total}; --limit N for more)")
 
 
 class LogsApp(ClientCommand):

@@ -180,9 +180,11 @@ class ComputeHubClient:
             spec["resources"] = resources
         return self.request("POST", "workloads", body=spec)
 
-    def list(self, state=None, queue=None, user=None, kind=None, limit=None, offset=None) -> dict:
-        """``{"workloads": [...], "total", "offset", "limit"}``; ``state`` may be a list."""
-        return self._get("workloads", state=state, queue=queue, user=user, kind=kind, limit=limit, offset=offset)
+    def list(self, state=None, queue=None, user=None, kind=None, limit=None, offset=None, order=None) -> dict:
+        """``{"workloads": [...], "total", "offset", "limit", "order"}``; ``state`` may be a list;
+        ``order="newest"`` pages from the latest submission back (the default is oldest first)."""
+        return self._get("workloads", state=state, queue=queue, user=user, kind=kind, limit=limit, offset=offset,
+                         order=order)
 
     def get(self, workload_id: str) -> dict:
         return self._get(f"workloads/{quote(str(workload_id), safe='')}")

@@ -129,7 +129,8 @@ def document(version: str) -> dict:
                                         "and submit meanwhile")}}},
                 "WorkloadList": {"type": "object", "properties": {
                     "workloads": {"type": "array", "items": {"$ref": "#/components/schemas/Workload"}},
-                    "total": {"type": "integer"}, "offset": {"type": "integer"}, "limit": {"type": "integer"}}},
+                    "total": {"type": "integer"}, "offset": {"type": "integer"}, "limit": {"type": "integer"},
+                    "order": {"type": "string", "enum": ["oldest", "newest"]}}},
                 "ApprovalList": {"type": "object", "required": ["approvals"], "properties": {
                     "approvals": {"type": "array", "items": {"$ref": "#/components/schemas/Workload"}}}},
                 "StatusBatch": {"type": "object", "required": ["reports"], "properties": {
@@ -229,9 +230,13 @@ def document(version: str) -> dict:
                            params=[_q("state", {"type": "array", "items": {"type": "string", "enum": list(STATES)}},
                                       "one or more (repeat the parameter)"),
                                    _q("user", {"type": "string"}), _q("queue", {"type": "string"}),
-                                   _q("kind", {"type": "string", "enum": list(KINDS)}),
+                                   _q("kind", {"type": "array", "items": {"type": "string", "enum": list(KINDS)}},
+                                      "one or more (repeat the parameter)"),
                                    _q("limit", {"type": "integer", "minimum": 1, "maximum": 10000}),
-                                   _q("offset", {"type": "integer", "minimum": 0})], scope=ANY),
+                                   _q("offset", {"type": "integer", "minimum": 0}),
+                                   _q("order", {"type": "string", "enum": ["oldest", "newest"]},
+                                      "oldest (submission order, the default) or newest first: the latest "
+                                      "ended work is `state=finished&...&order=newest&limit=N`")], scope=ANY),
                 "post": _op("Submit a workload", _ok("#/components/schemas/Workload", "201", "Accepted"),
                             body="#/components/schemas/Submit", scope="custom:computehub:submit"),
             },

@@ -26,6 +26,7 @@ import urllib.request
 SERVICE = "services/computehub"
 TERMINAL = ("finished", "failed", "cancelled", "preempted", "reclaimed", "rejected")
 WAITING = ("pending", "awaiting_approval")
+JOB_KINDS = ("training", "batch", "inference")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd])")
 ENV_PASSED = ("PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX", "LD_LIBRARY_PATH")
@@ -151,13 +152,17 @@ class Client:
     def job(self, workload_id: str) -> "Job":
         return Job(self, self.request("GET", f"workloads/{urllib.parse.quote(workload_id, safe='')}"))
 
-    def jobs(self, include_ended: bool = False) -> list[dict]:
-        """My jobs (training, batch, inference), live ones first, oldest first."""
+    def jobs(self, include_ended: bool = False, limit: int = 50) -> list[dict]:
+        """My jobs (training, batch, inference) in submission order: those waiting or running,
+        or with ``include_ended`` my latest ``limit`` of every state."""
         me = self.request("GET", "me")["name"]
-        states = None if not include_ended else ["pending", "awaiting_approval", "admitted", "running",
-                                                 "preempting", *TERMINAL]
-        items = self.request("GET", "workloads", params={"user": me, "state": states, "limit": 1000})["workloads"]
-        return [w for w in items if w["kind"] != "notebook"]
+        params = {"user": me, "kind": JOB_KINDS, "limit": 1000}
+        if include_ended:
+            # Newest first from the service, so a long history is never read whole.
+            params.update(state=["pending", "awaiting_approval", "admitted", "running", "preempting", *TERMINAL],
+                          order="newest", limit=limit)
+        items = self.request("GET", "workloads", params=params)["workloads"]
+        return items[::-1] if include_ended else items
 
     def logs(self, workload_id: str, tail: int = 200) -> list[str]:
         try:
@@ -290,8 +295,8 @@ def serve(command: str, *, replicas: int = 1, client: Client | None = None, **op
     return (client or Client()).submit_spec(job_spec(command, kind="inference", workers=replicas, **options))
 
 
-def jobs(include_ended: bool = False, client: Client | None = None) -> list[dict]:
-    return (client or Client()).jobs(include_ended)
+def jobs(include_ended: bool = False, client: Client | None = None, limit: int = 50) -> list[dict]:
+    return (client or Client()).jobs(include_ended, limit)
 
 
 def logs(workload_id: str, tail: int = 200, client: Client | None = None) -> list[str]:

@@ -273,15 +273,18 @@ class ComputeHubMagics(Magics):
 
     @magic_arguments()
     @argument("-h", "--help", action="store_true", help="Show this help.")
-    @argument("--all", action="store_true", help="Include jobs that ended.")
+    @argument("--all", action="store_true", help="Include jobs that ended: your latest --limit jobs.")
+    @argument("--limit", type=int, default=50, help="With --all: how many of your latest jobs (default 50).")
     @line_magic
     def jobs(self, line):
-        """Your jobs with state, queue position and reason: %jobs [--all]."""
+        """Your jobs with state, queue position and reason: %jobs [--all [--limit N]]."""
         args = self._parse(self.jobs, line)
         if args is None:
             return None
+        if not 1 <= args.limit <= 10_000:
+            raise UsageError(f"--limit must be 1 to 10000 jobs, not {args.limit} (see %jobs --help)")
         try:
-            items = self.client().jobs(include_ended=args.all)
+            items = self.client().jobs(include_ended=args.all, limit=args.limit)
         except J.JobError as e:
             return self._fail(e)
         if not items:
@@ -294,6 +297,8 @@ class ComputeHubMagics(Magics):
                          (w.get("reason") or "").splitlines()[0][:100] if w.get("reason") else ""))
         widths = [max(len(r[i]) for r in rows) for i in range(5)]
         print("\n".join("  ".join(c.ljust(n) for c, n in zip(r[:5], widths)) + "  " + r[5] for r in rows))
+        if args.all and len(items) == args.limit:
+            print(f"(your latest {args.limit}; %jobs --all --limit N for more)")
         return None
 
     @magic_arguments()

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 from ..model import TERMINAL, Allocation, Event, NodeSpec, PriorityClass, QueueSpec, Workload
 
+PURGED_SEQ = "purged_seq"     # meta key: the highest workload seq purge_history deleted
+
 
 @dataclass
 class Snapshot:
@@ -96,7 +98,18 @@ class Store:
         raise NotImplementedError
 
     def get_workloads(self, *, user: str | None = None, queue: str | None = None,
-                      states: tuple[str, ...] | None = None, limit: int | None = None) -> list[Workload]:
+                      states: tuple[str, ...] | None = None, limit: int | None = None,
+                      kinds: tuple[str, ...] | None = None, seen_by: tuple[str | None, tuple[str, ...]] | None = None,
+                      newest_first: bool = False, offset: int = 0) -> list[Workload]:
+        """Stored workloads (ended ones too) in submission order, or newest first; ``seen_by``
+        = (a user, queues): only the user's own work and the work in those queues. ``offset``
+        and ``limit`` page through the result, so a year of history is never read whole."""
+        raise NotImplementedError
+
+    def count_workloads(self, *, user: str | None = None, queue: str | None = None,
+                        states: tuple[str, ...] | None = None, kind: str | None = None,
+                        seen_by: tuple[str | None, tuple[str, ...]] | None = None) -> int:
+        """How many ``get_workloads`` would return without ``limit`` and ``offset``."""
         raise NotImplementedError
 
     def get_events(self, *, workload_id: str | None = None, since: float | None = None,
@@ -113,6 +126,16 @@ class Store:
 
     def get_allocations(self, start: float | None = None, end: float | None = None) -> list[Allocation]:
         """Ledger intervals that overlap [start, end)."""
+        raise NotImplementedError
+
+    def purge_history(self, *, workloads_before: float | None = None, events_before: float | None = None,
+                      allocations_before: float | None = None, batch: int = 2000) -> dict[str, int]:
+        """Delete history older than the given times (epoch seconds; None keeps that kind):
+        ended workloads that ended before ``workloads_before``, events recorded before
+        ``events_before``, ledger intervals that closed before ``allocations_before``. Live
+        work and open intervals are never touched. Each batch of at most ``batch`` rows is its
+        own transaction; the highest seq purged is remembered, so no id is handed out again.
+        Returns how many rows of each kind went."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -132,6 +155,8 @@ class MemoryStore(Store):
         self.nodes: dict[str, NodeSpec] = {}
         self.workloads: dict[str, Workload] = {}
         self.events: list[Event] = []
+        self.last_id = 0          # of events: ids are never handed out twice
+        self.purged_seq = 0       # the highest seq purge_history took
         self.allocations: list[Allocation] = []
         self._open: dict[str, Allocation] = {}
         self.fairshare_time: float | None = None
@@ -148,7 +173,7 @@ class MemoryStore(Store):
             queues=list(self.queues.values()), classes=list(self.classes.values()),
             nodes=list(self.nodes.values()), workloads=live,
             fairshare_time=self.fairshare_time, fairshare=dict(self.fairshare),
-            next_seq=max((w.seq for w in self.workloads.values()), default=0) + 1)
+            next_seq=max([self.purged_seq, *(w.seq for w in self.workloads.values())]) + 1)
 
     def put_queue(self, spec):
         self.queues[spec.name] = spec
@@ -180,7 +205,8 @@ class MemoryStore(Store):
 
     def add_event(self, event):
         if self.keep_events:
-            event.id = len(self.events) + 1
+            self.last_id += 1
+            event.id = self.last_id
             self.events.append(event)
 
     def open_allocation(self, a):
@@ -199,16 +225,24 @@ class MemoryStore(Store):
     def get_workload(self, workload_id):
         return self.workloads.get(workload_id)
 
-    def get_workloads(self, *, user=None, queue=None, states=None, limit=None):
-        out = [w for w in self.workloads.values()
-               if (user is None or w.user == user) and (queue is None or w.queue == queue)
-               and (states is None or w.state in states)]
-        out.sort(key=lambda w: w.seq)
+    def _matching(self, user, queue, states, kinds, seen_by):
+        return [w for w in self.workloads.values()
+                if (user is None or w.user == user) and (queue is None or w.queue == queue)
+                and (states is None or w.state in states) and (kinds is None or w.kind in kinds)
+                and (seen_by is None or w.user == seen_by[0] or w.queue in seen_by[1])]
+
+    def get_workloads(self, *, user=None, queue=None, states=None, limit=None, kinds=None, seen_by=None,
+                      newest_first=False, offset=0):
+        out = sorted(self._matching(user, queue, states, kinds, seen_by), key=lambda w: w.seq,
+                     reverse=newest_first)[offset:]
         return out[:limit] if limit else out
+
+    def count_workloads(self, *, user=None, queue=None, states=None, kinds=None, seen_by=None):
+        return len(self._matching(user, queue, states, kinds, seen_by))
 
     def get_events(self, *, workload_id=None, since=None, until=None, kinds=None, limit=None,
                    after_id=None, newest_first=False):
-        events = self.events[after_id:] if after_id else self.events
+        events = [e for e in self.events if e.id > after_id] if after_id else self.events
         if newest_first:
             events = events[::-1]
         out = [e for e in events
@@ -218,7 +252,26 @@ class MemoryStore(Store):
         return out[:limit] if limit else out
 
     def last_event_id(self):
-        return len(self.events)
+        return self.last_id
+
+    def purge_history(self, *, workloads_before=None, events_before=None, allocations_before=None, batch=2000):
+        gone = {}
+        if workloads_before is not None:
+            old = [w for w in self.workloads.values() if w.state in TERMINAL
+                   and (w.ended_at if w.ended_at is not None else w.submitted_at) < workloads_before]
+            for w in old:
+                del self.workloads[w.id]
+            self.purged_seq = max([self.purged_seq] + [w.seq for w in old])
+            gone["workloads"] = len(old)
+        if events_before is not None:
+            kept = [e for e in self.events if e.time >= events_before or e.id == self.last_id]
+            gone["events"] = len(self.events) - len(kept)
+            self.events = kept
+        if allocations_before is not None:
+            kept = [a for a in self.allocations if a.end is None or a.end >= allocations_before]
+            gone["allocations"] = len(self.allocations) - len(kept)
+            self.allocations = kept
+        return gone
 
     def get_allocations(self, start=None, end=None):
         return [a for a in self.allocations

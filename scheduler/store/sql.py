@@ -46,7 +46,8 @@ from sqlalchemy.pool import StaticPool
 from ..errors import StoreUnavailable
 from ..model import HOLDING, TERMINAL, Allocation, Event, NodeSpec, PriorityClass, QueueSpec, Workload
 from . import tables as T
-from .base import Snapshot, Store
+from .base import PURGED_SEQ, Store
+from .sql_reads import SqlReads
 
 BUSY_TIMEOUT_MS = 30_000
 _WRITE = "computehub_write"          # execution option marking a write transaction
@@ -98,7 +99,14 @@ def _sqlite_setup(engine) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(_WRITE) else "BEGIN")
 
 
-class SqlStore(Store):
+def _ended_at(w: Workload) -> float | None:
+    """The ``ended_at`` column: when ended work ended (its submission if it never ran)."""
+    if w.state not in TERMINAL:
+        return None
+    return w.ended_at if w.ended_at is not None else w.submitted_at
+
+
+class SqlStore(SqlReads, Store):
     """``Store`` on a SQL database; see the module docstring for the guarantees."""
 
     def __init__(self, url: str, *, migrate: bool = True, echo: bool = False):
@@ -250,7 +258,7 @@ class SqlStore(Store):
         conn.execute(self._upsert(T.workloads, ("id",)), [{
             "id": w.id, "seq": w.seq, "user": w.user, "queue": w.queue, "kind": w.kind,
             "priority": w.priority, "state": w.state, "submitted_at": w.submitted_at,
-            "data": w.to_dict()} for w in ws])
+            "ended_at": _ended_at(w), "data": w.to_dict()} for w in ws])
         # Every old assignment goes before any new one is written.
         ga = T.gpu_assignments
         conn.execute(delete(ga).where(ga.c.workload_id.in_([w.id for w in ws])))
@@ -265,7 +273,7 @@ class SqlStore(Store):
             self._w().execute(insert(T.workloads), [
                 {"id": w.id, "seq": w.seq, "user": w.user, "queue": w.queue, "kind": w.kind,
                  "priority": w.priority, "state": w.state, "submitted_at": w.submitted_at,
-                 "data": w.to_dict()} for w in ws])
+                 "ended_at": _ended_at(w), "data": w.to_dict()} for w in ws])
 
     def add_events(self, events: list[Event]) -> None:
         if events:
@@ -295,86 +303,36 @@ class SqlStore(Store):
     def set_meta(self, key: str, value: str) -> None:
         self._w().execute(self._upsert(T.meta, ("key",)), {"key": key, "value": value})
 
-    # -- reads --------------------------------------------------------------------------
-
-    def get_meta(self, key: str) -> str | None:
-        with self._r() as conn:
-            return conn.execute(select(T.meta.c.value).where(T.meta.c.key == key)).scalar()
-
-    def load(self) -> Snapshot:
-        wl = T.workloads
-        with self._r(consistent=True) as conn:
-            def specs(table):
-                return [r[0] for r in conn.execute(select(table.c.spec).order_by(table.c.name))]
-
-            queues = [QueueSpec.from_dict(d) for d in specs(T.queues)]
-            classes = [PriorityClass.from_dict(d) for d in specs(T.priority_classes)]
-            nodes = [NodeSpec.from_dict(d) for d in specs(T.nodes)]
-            live = [Workload.from_dict(r[0]) for r in conn.execute(
-                select(wl.c.data).where(wl.c.state.not_in(TERMINAL)).order_by(wl.c.seq))]
-            max_seq = conn.execute(select(func.max(wl.c.seq))).scalar()
-            fs = conn.execute(select(T.fairshare.c.time, T.fairshare.c.usage)
-                              .where(T.fairshare.c.id == 1)).first()
-        return Snapshot(
-            queues=queues, classes=classes, nodes=nodes, workloads=live,
-            fairshare_time=fs[0] if fs else None, fairshare=dict(fs[1]) if fs else {},
-            next_seq=(max_seq or 0) + 1)
-
-    def get_workload(self, workload_id: str) -> Workload | None:
-        with self._r() as conn:
-            d = conn.execute(select(T.workloads.c.data).where(T.workloads.c.id == workload_id)).scalar()
-        return Workload.from_dict(d) if d is not None else None
-
-    def get_workloads(self, *, user=None, queue=None, states=None, limit=None) -> list[Workload]:
-        wl = T.workloads
-        q = select(wl.c.data).order_by(wl.c.seq)
-        if user is not None:
-            q = q.where(wl.c.user == user)
-        if queue is not None:
-            q = q.where(wl.c.queue == queue)
-        if states is not None:
-            q = q.where(wl.c.state.in_(tuple(states)))
-        if limit:
-            q = q.limit(limit)
-        with self._r() as conn:
-            return [Workload.from_dict(r[0]) for r in conn.execute(q)]
-
-    def get_events(self, *, workload_id=None, since=None, until=None, kinds=None,
-                   limit=None, after_id=None, newest_first=False) -> list[Event]:
-        ev = T.events
-        q = select(ev.c.id, ev.c.time, ev.c.kind, ev.c.workload_id, ev.c.reason, ev.c.data
-                   ).order_by(ev.c.id.desc() if newest_first else ev.c.id)
-        if after_id is not None:
-            q = q.where(ev.c.id > after_id)
-        if workload_id is not None:
-            q = q.where(ev.c.workload_id == workload_id)
-        if since is not None:
-            q = q.where(ev.c.time >= since)
-        if until is not None:
-            q = q.where(ev.c.time < until)
-        if kinds is not None:
-            q = q.where(ev.c.kind.in_(tuple(kinds)))
-        if limit:
-            q = q.limit(limit)
-        with self._r() as conn:
-            return [Event(time=r.time, kind=r.kind, workload_id=r.workload_id, reason=r.reason,
-                          data=r.data, id=r.id) for r in conn.execute(q)]
-
-    def last_event_id(self) -> int:
-        with self._r() as conn:
-            return conn.execute(select(func.max(T.events.c.id))).scalar() or 0
-
-    def get_allocations(self, start=None, end=None) -> list[Allocation]:
-        """Ledger intervals that overlap [start, end), in the order they were opened."""
-        al = T.allocations
-        q = select(al.c.workload_id, al.c.user, al.c.queue, al.c.flavor, al.c.gpus,
-                   al.c.start, al.c.end).order_by(al.c.id)
-        if end is not None:
-            q = q.where(al.c.start < end)
-        if start is not None:
-            q = q.where(al.c.end.is_(None) | (al.c.end > start))
-        with self._r() as conn:
-            return [Allocation(*r) for r in conn.execute(q)]
+    def purge_history(self, *, workloads_before=None, events_before=None, allocations_before=None,
+                      batch: int = 2000) -> dict[str, int]:
+        wl, ev, al = T.workloads, T.events, T.allocations
+        plans = []
+        if workloads_before is not None:
+            plans.append(("workloads", wl, wl.c.seq, (wl.c.state.in_(TERMINAL), wl.c.ended_at < workloads_before)))
+        if events_before is not None:
+            # The newest event stays: SQLite would hand its id out again, and readers resume
+            # from the last id they saw.
+            newest = select(func.max(ev.c.id)).scalar_subquery()
+            plans.append(("events", ev, ev.c.id, (ev.c.time < events_before, ev.c.id < newest)))
+        if allocations_before is not None:
+            plans.append(("allocations", al, al.c.id, (al.c.end.is_not(None), al.c.end < allocations_before)))
+        gone = {}
+        for name, table, key, where in plans:
+            gone[name] = 0
+            while True:     # one short transaction a batch: the scheduler's writes go between them
+                with self.transaction():
+                    conn = self._w()
+                    keys = conn.execute(select(key).where(*where).order_by(key).limit(batch)).scalars().all()
+                    if not keys:
+                        break
+                    conn.execute(delete(table).where(key.in_(keys)))
+                    if table is wl:     # ids are made from seq: the highest ever used is kept
+                        floor = int(self.get_meta(PURGED_SEQ) or 0)
+                        self.set_meta(PURGED_SEQ, str(max(floor, keys[-1])))
+                gone[name] += len(keys)
+                if len(keys) < batch:
+                    break
+        return gone
 
     def close(self) -> None:
         self.engine.dispose()

@@ -58,6 +58,7 @@ class WorkloadRow(Base):
     priority: Mapped[str] = mapped_column(String)
     state: Mapped[str] = mapped_column(String, index=True)
     submitted_at: Mapped[float]
+    ended_at: Mapped[float | None] = mapped_column(index=True)    # set once it has ended
     data: Mapped[dict[str, Any]]
 
 
@@ -90,7 +91,7 @@ class AllocationRow(Base):
     flavor: Mapped[str] = mapped_column(String)
     gpus: Mapped[int] = mapped_column(Integer)
     start: Mapped[float] = mapped_column(index=True)
-    end: Mapped[float | None]
+    end: Mapped[float | None] = mapped_column(index=True)
 
 
 class FairshareRow(Base):

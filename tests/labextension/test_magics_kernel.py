@@ -226,6 +226,10 @@ def test_submit_queue_cancel_states_file_and_logs(setup):
     out = k.run("%jobs --all")
     assert re.search(rf"{wid}\s+-\s+training\s+finished", out["stdout"]), out
     assert re.search(rf"{blocker}\s+blocker\s+training\s+cancelled", out["stdout"]), out
+    # The latest only, from the service's newest-first page: the blocker came first, so it is left out.
+    out = k.run("%jobs --all --limit 1")
+    assert re.search(rf"{wid}\s+-\s+training\s+finished", out["stdout"]) and blocker not in out["stdout"], out
+    assert "(your latest 1; %jobs --all --limit N for more)" in out["stdout"], out
 
 
 def test_two_workers_start_only_as_a_gang_with_consistent_ranks(setup):

@@ -3,6 +3,8 @@ the migrated schema is exactly the SQLAlchemy metadata, and downgrade works."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
@@ -88,3 +90,28 @@ def test_in_memory_sqlite():
         s.put_workload(Workload("w1", 1, "u", "q", "batch", "preemptible", {}))
     assert s.load().next_seq == 2
     s.close()
+
+
+def test_0002_gives_stored_ended_work_its_end_time(engine, store_url):
+    """A database of the first schema with ended and live work: after the upgrade each ended
+    workload has ``ended_at`` (from its data, else its submission), live ones none, and the
+    store finds them by it."""
+    run(engine, "upgrade", "0001")
+    ws = [Workload("w1", 1, "u", "q", "batch", "preemptible", {"gpu": 1}, state="finished",
+                   submitted_at=10.0, ended_at=50.0),
+          Workload("w2", 2, "u", "q", "batch", "preemptible", {"gpu": 1}, state="rejected", submitted_at=20.0),
+          Workload("w3", 3, "u", "q", "batch", "preemptible", {"gpu": 1}, state="pending", submitted_at=30.0)]
+    with engine.begin() as conn:
+        for w in ws:
+            conn.exec_driver_sql(
+                'INSERT INTO workloads (id, seq, "user", queue, kind, priority, state, submitted_at, data) '
+                "VALUES (%s)" % ", ".join(["?" if engine.dialect.name == "sqlite" else "%s"] * 9),
+                (w.id, w.seq, w.user, w.queue, w.kind, w.priority, w.state, w.submitted_at,
+                 json.dumps(w.to_dict())))
+    run(engine, "upgrade", "head")
+    assert diffs(engine) == []
+    with engine.connect() as conn:
+        assert dict(conn.exec_driver_sql("SELECT id, ended_at FROM workloads").all()) == {
+            "w1": 50.0, "w2": 20.0, "w3": None}
+    run(engine, "downgrade", "0001")
+    assert "ended_at" not in {c["name"] for c in inspect(engine).get_columns("workloads")}

@@ -1,0 +1,79 @@
+"""How long the service keeps history: ended workloads, the audit log and the GPU-hour ledger
+(Slurm's PurgeJobAfter / PurgeEventAfter / PurgeUsageAfter). Older rows are deleted in short
+batches on a worker thread, so the API and the scheduling cycles go on meanwhile. Live work
+and open ledger intervals are never touched. Mixed into ``ComputeHubService``."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from traitlets import Float, HasTraits, validate
+
+from scheduler.config_checks import check_number
+from scheduler.errors import StoreUnavailable
+
+DAY = 86400.0
+
+
+class HistoryRetention(HasTraits):
+    """Needs ``sched`` (its store) and ``log``; ``retention_loop`` runs beside the service."""
+
+    workload_retention_days = Float(
+        0.0, config=True,
+        help="""Days an ended workload (finished, failed, cancelled, ...) is kept after it ended:
+        what `computehub jobs --all`, %jobs --all and GET workloads?state=... show. Older ones are
+        deleted (their ids are never handed out again). 0 = keep them for good.""")
+    audit_retention_days = Float(
+        0.0, config=True,
+        help="""Days the audit log (every admin action and scheduler decision, GET audit, the admin
+        page's audit view) keeps an event. 0 = keep every event for good.""")
+    usage_retention_days = Float(
+        0.0, config=True,
+        help="""Days a closed GPU-hour ledger interval is kept after it ended: usage and cost reports
+        (GET usage, computehub usage) over older windows come out short once it is gone. Fair
+        share does not read it. 0 = keep the ledger for good.""")
+    retention_interval = Float(
+        3600.0, config=True,
+        help="Seconds between two purges of history older than its retention (the first runs a "
+             "minute after the start, or this long if shorter). Only with a retention above 0.")
+
+    @validate("workload_retention_days", "audit_retention_days", "usage_retention_days")
+    def _retention_days(self, proposal):
+        return check_number(f"ComputeHubService.{proposal.trait.name}", proposal.value, low=0, unit="days")
+
+    @validate("retention_interval")
+    def _retention_interval(self, proposal):
+        return check_number("ComputeHubService.retention_interval", proposal.value, low=0, low_open=True,
+                            unit="seconds")
+
+    def retains_everything(self) -> bool:
+        return not (self.workload_retention_days or self.audit_retention_days or self.usage_retention_days)
+
+    def purge_history(self, now: float | None = None) -> dict[str, int]:
+        """Delete what is older than its retention now; how many rows of each kind went."""
+        now = time.time() if now is None else now
+
+        def before(days: float) -> float | None:
+            return now - days * DAY if days else None
+
+        return self.sched.store.purge_history(
+            workloads_before=before(self.workload_retention_days),
+            events_before=before(self.audit_retention_days),
+            allocations_before=before(self.usage_retention_days))
+
+    async def retention_loop(self) -> None:
+        await asyncio.sleep(min(60.0, self.retention_interval))
+        while True:
+            try:
+                gone = await asyncio.to_thread(self.purge_history)
+            except StoreUnavailable as e:
+                self.log.warning("history not purged: the database is unavailable (%s); trying again in "
+                                 "%.0f s", e.detail, self.retention_interval)
+            except Exception:       # noqa: BLE001 - a failed purge must not stop the next one
+                self.log.exception("purging old history failed; trying again in %.0f s", self.retention_interval)
+            else:
+                if any(gone.values()):
+                    self.log.info("purged history past its retention: %s",
+                                  ", ".join(f"{n} {kind}" for kind, n in gone.items()))
+            await asyncio.sleep(self.retention_interval)
