@@ -153,6 +153,25 @@ class WorkloadLogsHandler(_OneWorkload):
         path = os.path.join(self.service.logs_dir, f"{w.id}.log")
         if not os.path.exists(path):
             raise NotFound(f"no logs recorded for workload {w.id} (yet)")
-        with open(path, "rb") as f:
-            lines = f.read().decode("utf-8", "replace").splitlines()[-tail:]
-        self.write_json({"id": w.id, "lines": lines})
+        self.write_json({"id": w.id, "lines": tail_lines(path, tail)})
+
+
+TAIL_BYTES_MAX = 4 << 20      # the most one logs request reads
+
+
+def tail_lines(path: str, n: int, max_bytes: int = TAIL_BYTES_MAX, block: int = 1 << 16) -> list[str]:
+    """The last ``n`` lines of a file, read backwards from its end a block at a time: a job's log
+    of many gigabytes costs what its tail costs, not its size (it used to be read whole, in the
+    service's event loop). At most ``max_bytes`` are read; the first line may then be cut."""
+    with open(path, "rb") as f:
+        pos = end = f.seek(0, os.SEEK_END)
+        blocks, newlines = [], 0
+        while pos > 0 and newlines <= n and end - pos < max_bytes:
+            step = min(block, pos, max_bytes - (end - pos))
+            pos -= step
+            f.seek(pos)
+            blocks.append(f.read(step))
+            newlines += blocks[-1].count(b"\n")
+    lines = b"".join(reversed(blocks)).decode("utf-8", "replace").splitlines()
+    # Read to the start, every line is whole; otherwise the first one may be a fragment.
+    return lines[-n:] if pos == 0 or len(lines) > n else lines[1:]
