@@ -59,15 +59,30 @@ def assert_accessible(page, where: str, include: list[str] | None = None, exclud
 
 
 def focus_outline(page) -> dict:
-    """How the focused element shows its focus: its tag, text and computed outline/box-shadow."""
+    """How the focused element shows its focus: its tag and text, its computed outline, and the
+    contrast of the outline with what it is drawn on (the element's own background when the
+    outline is inside it, else the first opaque background around it)."""
     return page.evaluate("""() => {
         const e = document.activeElement, s = getComputedStyle(e);
+        const rgba = c => (c.match(/[\\d.]+/g) || []).map(Number);
+        const lum = ([r, g, b]) => [r, g, b].map(v => { v /= 255; return v <= 0.03928 ? v / 12.92
+                                                         : Math.pow((v + 0.055) / 1.055, 2.4); })
+                                            .reduce((a, v, i) => a + v * [0.2126, 0.7152, 0.0722][i], 0);
+        let under = parseFloat(s.outlineOffset) < 0 ? e : e.parentElement, bg = [255, 255, 255];
+        for (; under; under = under.parentElement) {
+            const c = rgba(getComputedStyle(under).backgroundColor);
+            if (c.length === 3 || (c.length === 4 && c[3] > 0.5)) { bg = c.slice(0, 3); break; }
+        }
+        const ring = rgba(s.outlineColor).slice(0, 3), [a, b] = [lum(ring), lum(bg)];
         return {tag: e.tagName.toLowerCase(), text: (e.innerText || e.value || '').trim().slice(0, 80),
-                name: e.getAttribute('name'), outline: s.outlineStyle, width: parseFloat(s.outlineWidth) || 0,
-                shadow: s.boxShadow};
+                outline: s.outlineStyle, width: parseFloat(s.outlineWidth) || 0, color: s.outlineColor,
+                background: `rgb(${bg.join(', ')})`,
+                contrast: Math.round((Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05) * 100) / 100};
     }""")
 
 
 def focus_visible(page) -> bool:
+    """The focused element draws a solid outline of 2px or more, at 3:1 or more against what is
+    around it (WCAG 2.4.7, and 1.4.11 for the indicator's contrast)."""
     f = focus_outline(page)
-    return (f["outline"] not in ("none", "") and f["width"] >= 2) or f["shadow"] not in ("none", "")
+    return f["outline"] not in ("none", "") and f["width"] >= 2 and f["contrast"] >= 3

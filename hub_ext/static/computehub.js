@@ -12,7 +12,6 @@
     if (!el) return;
     el.className = "flash " + kind;
     el.textContent = text;
-    el.hidden = false;
   }
 
   function status(where, kind, text) {
@@ -101,11 +100,12 @@
           "Saved the quotas of queue " + q + ".");
     } else if (form.classList.contains("decide-form")) {
       ev.preventDefault();
-      var approve = !(ev.submitter && ev.submitter.value === "reject");
+      var approve = form.dataset.decision === "approve";   // the reject form holds the reason field
       var id = form.dataset.id;
       var body = { approve: approve };
       if (!approve) body.reason = form.elements.reason.value.trim();
-      run(form, form.querySelectorAll("button"), "POST", "approvals/" + encodeURIComponent(id), body,
+      var decide = form.closest(".decide") || form;   // both decisions wait while one is sent
+      run(form, decide.querySelectorAll("button"), "POST", "approvals/" + encodeURIComponent(id), body,
           (approve ? "Approved " : "Rejected ") + id + ".");
     }
   });
@@ -126,5 +126,6 @@
 
   var saved = null;
   try { saved = sessionStorage.getItem(FLASH_KEY); sessionStorage.removeItem(FLASH_KEY); } catch (e) { /* ignore */ }
-  if (saved) flash("ok", saved);
+  // After the reload: a moment after load, so screen readers have seen the (empty) region first.
+  if (saved) setTimeout(function () { flash("ok", saved); }, 150);
 })();
