@@ -6,6 +6,7 @@ and open ledger intervals are never touched. Mixed into ``ComputeHubService``.""
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 from traitlets import Float, HasTraits, validate
@@ -17,13 +18,15 @@ DAY = 86400.0
 
 
 class HistoryRetention(HasTraits):
-    """Needs ``sched`` (its store) and ``log``; ``retention_loop`` runs beside the service."""
+    """Needs ``sched`` (its store), ``logs_dir`` and ``log``; ``retention_loop`` runs beside
+    the service."""
 
     workload_retention_days = Float(
         0.0, config=True,
         help="""Days an ended workload (finished, failed, cancelled, ...) is kept after it ended:
-        what `computehub jobs --all`, %jobs --all and GET workloads?state=... show. Older ones are
-        deleted (their ids are never handed out again). 0 = keep them for good.""")
+        what `computehub jobs --all`, %jobs --all and GET workloads?state=... show, and its log
+        (by the log's last write). Older ones are deleted (their ids are never handed out
+        again). 0 = keep them for good.""")
     audit_retention_days = Float(
         0.0, config=True,
         help="""Days the audit log (every admin action and scheduler decision, GET audit, the admin
@@ -57,10 +60,33 @@ class HistoryRetention(HasTraits):
         def before(days: float) -> float | None:
             return now - days * DAY if days else None
 
-        return self.sched.store.purge_history(
+        gone = self.sched.store.purge_history(
             workloads_before=before(self.workload_retention_days),
             events_before=before(self.audit_retention_days),
             allocations_before=before(self.usage_retention_days))
+        if self.workload_retention_days:
+            gone["job logs"] = self._purge_logs(before(self.workload_retention_days))
+        return gone
+
+    def _purge_logs(self, cutoff: float) -> int:
+        """Job logs (``<logs_dir>/<id>.log``) last written before ``cutoff`` whose workload
+        neither waits nor runs: they go with the ended workloads' records."""
+        live = set(self.sched.state.workloads)
+        n = 0
+        try:
+            entries = list(os.scandir(self.logs_dir))
+        except FileNotFoundError:
+            return 0
+        for e in entries:
+            wid, ext = os.path.splitext(e.name)
+            try:
+                if ext == ".log" and wid not in live and e.is_file(follow_symlinks=False) \
+                        and e.stat(follow_symlinks=False).st_mtime < cutoff:
+                    os.unlink(e.path)
+                    n += 1
+            except FileNotFoundError:
+                pass
+        return n
 
     async def retention_loop(self) -> None:
         await asyncio.sleep(min(60.0, self.retention_interval))

@@ -5,6 +5,7 @@ year of history."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -33,7 +34,8 @@ def history(hub):
         r = call(hub, "ada", "PUT", f"/api/v1/queues/{name}", {"parent": "org", "groups": groups})
         assert r.status_code in (200, 201), r.text
     ids = {"alice": submit_and_cancel(hub, "alice", "hist-v", 5),
-           "bob": submit_and_cancel(hub, "bob", "hist-v", 3) + submit_and_cancel(hub, "bob", "hist-v", 1, "training"),
+           "bob": (submit_and_cancel(hub, "bob", "hist-v", 3)
+                   + submit_and_cancel(hub, "bob", "hist-v", 1, "training")),
            "carol": submit_and_cancel(hub, "carol", "hist-n", 4)}
     yield ids
     for name in queues:
@@ -92,15 +94,23 @@ def test_retention_purges_ended_work_audit_and_ledger_but_never_live_work(tmp_pa
         r = call(hub, "alice", "POST", "/api/v1/workloads", {"queue": "vision", "resources": {"gpu": 1}})
         assert r.status_code == 201, r.text
         live = r.json()["id"]
-        r = call(hub, "bob", "POST", "/api/v1/workloads", {"queue": "vision", "resources": {"gpu": 4}, "workers": 2})
+        r = call(hub, "bob", "POST", "/api/v1/workloads",
+                 {"queue": "vision", "resources": {"gpu": 4}, "workers": 2})
         waiting = r.json()["id"]
+        logs = hub.data_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        for wid in (ended[0], live):
+            (logs / f"{wid}.log").write_text("a line\n")
+            os.utime(logs / f"{wid}.log", (time.time() - 3600, time.time() - 3600))
         deadline = time.time() + 30
-        while listed(hub, "ada", "")["total"] and time.time() < deadline:
+        while (listed(hub, "ada", "")["total"] or (logs / f"{ended[0]}.log").exists()) \
+                and time.time() < deadline:
             time.sleep(0.5)
         assert listed(hub, "ada", "")["total"] == 0
         for wid in ended:
             assert call(hub, "alice", "GET", f"/api/v1/workloads/{wid}").status_code == 404
         assert call(hub, "alice", "GET", f"/api/v1/workloads/{live}").json()["state"] in ("admitted", "running")
+        assert not (logs / f"{ended[0]}.log").exists() and (logs / f"{live}.log").exists()
         assert call(hub, "bob", "GET", f"/api/v1/workloads/{waiting}").json()["state"] == "pending"
         audit = call(hub, "ada", "GET", "/api/v1/audit").json()["events"]
         assert not {e["workload_id"] for e in audit} & set(ended)
