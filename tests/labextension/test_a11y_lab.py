@@ -15,11 +15,12 @@ live region that stays in place and is updated only when what it says changes.
 
 from __future__ import annotations
 
-import re
+import json
 import sys
 from pathlib import Path
 
 import pytest
+import requests
 from playwright import sync_api
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -153,6 +154,43 @@ def test_panel_and_status_item_are_accessible(labhub, browser):
         ctx.close()
         for wid in (first, second, bob):
             hub.call("DELETE", f"/workloads/{wid}", hub.tokens["alice" if wid != bob else "bob"])
+    r = hub_api(hub, "DELETE", "/users/alice/server", "alice")
+    assert r.status_code in (202, 204), r.text
+    wait_for("alice's server process to exit", lambda: "alice" not in server_procs(hub), 60)
+
+
+def test_panel_is_accessible_in_the_dark_theme(labhub, browser):
+    """The same checks of contrast and names with JupyterLab's dark theme (set through Lab's
+    settings API before the page loads, as the Settings menu would)."""
+    hub = labhub
+    r = hub_api(hub, "POST", "/users/alice/server", "alice")
+    assert r.status_code in (201, 202), r.text
+    wait_ready(hub, "alice", timeout=150)
+    r = requests.put(f"{hub.url}/user/alice/lab/api/settings/@jupyterlab/apputils-extension:themes",
+                     headers={"Authorization": f"token {hub.tokens['alice']}"}, timeout=30,
+                     json={"raw": json.dumps({"theme": "JupyterLab Dark"})})
+    assert r.status_code in (200, 204), r.text
+    job = _submit(hub, "alice", "alice-train", resources={"gpu": 2})     # waits: GPU 0 is her notebook's
+    w = wait_for("alice's job explained", lambda: _explained(hub, job), 30)
+
+    ctx = browser.new_context(viewport={"width": 1400, "height": 850})
+    page = ctx.new_page()
+    page.set_default_timeout(60_000)
+    try:
+        status = open_lab(page, hub)
+        sync_api.expect(page.locator("body")).to_have_attribute("data-jp-theme-light", "false")
+        sync_api.expect(status).to_contain_text("Queued #1", timeout=30_000)
+        status.focus()
+        assert focus_visible(page), focus_outline(page)
+        page.keyboard.press("Enter")
+        row = page.locator(f".jp-ComputeHub-workload[data-workload-id='{job}']")
+        sync_api.expect(row.locator(".jp-ComputeHub-reason")).to_contain_text(w["explanation"]["reason"])
+        assert_accessible(page, "JupyterLab (dark theme) with the ComputeHub panel", exclude=LAB_MARKUP)
+        row.locator(".jp-ComputeHub-logs-button").focus()
+        assert focus_visible(page), focus_outline(page)
+    finally:
+        ctx.close()
+        hub.call("DELETE", f"/workloads/{job}", hub.tokens["alice"])
     r = hub_api(hub, "DELETE", "/users/alice/server", "alice")
     assert r.status_code in (202, 204), r.text
     wait_for("alice's server process to exit", lambda: "alice" not in server_procs(hub), 60)
