@@ -37,13 +37,13 @@ from .openapi import OpenAPIHandler
 from .pages import page_handlers
 from .report_tokens import ReportTokens, load_secret
 from .stream import EventsHandler
-from .retention import HistoryRetention
+from .housekeeping import Housekeeping
 from .submission_rules import SubmissionRules
 
 VERSION = "0.1.0"
 
 
-class ComputeHubService(ServiceConfig, SubmissionRules, HistoryRetention, Application):
+class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Application):
     name = "computehub-serve"
     description = "The ComputeHub scheduler as a JupyterHub service."
     classes = [EngineConfig]
@@ -327,9 +327,7 @@ class ComputeHubService(ServiceConfig, SubmissionRules, HistoryRetention, Applic
             loop.add_signal_handler(sig, stop.set)
         self._changed = asyncio.Event()
         self._wake = asyncio.Event()
-        tasks = [asyncio.create_task(self.scheduling_loop())]
-        if not self.retains_everything():
-            tasks.append(asyncio.create_task(self.retention_loop()))
+        tasks = [asyncio.create_task(self.scheduling_loop()), asyncio.create_task(self.housekeeping_loop())]
         self.changed()
         await stop.wait()
         self.log.info("ComputeHub shutting down")

@@ -1,7 +1,9 @@
-"""How long the service keeps history: ended workloads, the audit log and the GPU-hour ledger
-(Slurm's PurgeJobAfter / PurgeEventAfter / PurgeUsageAfter). Older rows are deleted in short
-batches on a worker thread, so the API and the scheduling cycles go on meanwhile. Live work
-and open ledger intervals are never touched. Mixed into ``ComputeHubService``."""
+"""The service's housekeeping, every ``retention_interval`` on a worker thread (so the API and
+the scheduling cycles go on meanwhile): history older than its retention is deleted (ended
+workloads and their logs, the audit log, the GPU-hour ledger: Slurm's PurgeJobAfter /
+PurgeEventAfter / PurgeUsageAfter), in short batches; live work and open ledger intervals are
+never touched. Then the database's query planner statistics are refreshed, so that reads of
+a long history keep using the right indexes. Mixed into ``ComputeHubService``."""
 
 from __future__ import annotations
 
@@ -17,8 +19,8 @@ from scheduler.errors import StoreUnavailable
 DAY = 86400.0
 
 
-class HistoryRetention(HasTraits):
-    """Needs ``sched`` (its store), ``logs_dir`` and ``log``; ``retention_loop`` runs beside
+class Housekeeping(HasTraits):
+    """Needs ``sched`` (its store), ``logs_dir`` and ``log``; ``housekeeping_loop`` runs beside
     the service."""
 
     workload_retention_days = Float(
@@ -38,8 +40,9 @@ class HistoryRetention(HasTraits):
         share does not read it. 0 = keep the ledger for good.""")
     retention_interval = Float(
         3600.0, config=True,
-        help="Seconds between two purges of history older than its retention (the first runs a "
-             "minute after the start, or this long if shorter). Only with a retention above 0.")
+        help="Seconds between two rounds of housekeeping: purging history older than its retention, "
+             "refreshing the database's planner statistics (the first round runs a minute after the "
+             "start, or this long if shorter).")
 
     @validate("workload_retention_days", "audit_retention_days", "usage_retention_days")
     def _retention_days(self, proposal):
@@ -88,16 +91,22 @@ class HistoryRetention(HasTraits):
                 pass
         return n
 
-    async def retention_loop(self) -> None:
+    def housekeeping(self) -> dict[str, int]:
+        """One round (on a worker thread): the purge, then the planner statistics."""
+        gone = self.purge_history() if not self.retains_everything() else {}
+        self.sched.store.refresh_statistics()
+        return gone
+
+    async def housekeeping_loop(self) -> None:
         await asyncio.sleep(min(60.0, self.retention_interval))
         while True:
             try:
-                gone = await asyncio.to_thread(self.purge_history)
+                gone = await asyncio.to_thread(self.housekeeping)
             except StoreUnavailable as e:
-                self.log.warning("history not purged: the database is unavailable (%s); trying again in "
+                self.log.warning("housekeeping skipped: the database is unavailable (%s); trying again in "
                                  "%.0f s", e.detail, self.retention_interval)
-            except Exception:       # noqa: BLE001 - a failed purge must not stop the next one
-                self.log.exception("purging old history failed; trying again in %.0f s", self.retention_interval)
+            except Exception:       # noqa: BLE001 - a failed round must not stop the next one
+                self.log.exception("housekeeping failed; trying again in %.0f s", self.retention_interval)
             else:
                 if any(gone.values()):
                     self.log.info("purged history past its retention: %s",

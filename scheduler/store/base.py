@@ -138,6 +138,9 @@ class Store:
         Returns how many rows of each kind went."""
         raise NotImplementedError
 
+    def refresh_statistics(self) -> None:
+        """Bring the database's query planner statistics up to date (where it has them)."""
+
     def close(self) -> None:
         pass
 

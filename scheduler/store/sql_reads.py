@@ -4,7 +4,7 @@ never read whole."""
 
 from __future__ import annotations
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import false, func, or_, select
 
 from ..model import TERMINAL, Allocation, Event, NodeSpec, PriorityClass, QueueSpec, Workload
 from . import tables as T
@@ -55,8 +55,10 @@ class SqlReads:
             q = q.where(wl.c.kind.in_(tuple(kinds)))
         if seen_by is not None:
             owner, queues = seen_by
-            q = q.where(or_(wl.c.user == owner, wl.c.queue.in_(tuple(queues))) if owner is not None
-                        else wl.c.queue.in_(tuple(queues)))
+            # Only the terms that can match: "queue IN ()" beside the owner keeps indexes unused.
+            terms = ([wl.c.user == owner] if owner is not None else []) + (
+                [wl.c.queue.in_(tuple(queues))] if queues else [])
+            q = q.where(or_(*terms) if len(terms) > 1 else terms[0] if terms else false())
         return q
 
     def get_workloads(self, *, user=None, queue=None, states=None, limit=None, kinds=None, seen_by=None,
