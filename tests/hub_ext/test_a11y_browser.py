@@ -80,6 +80,10 @@ def test_admin_pages_have_no_axe_violations(busy_hub, browser):
             assert flash.get_attribute("role") == "status" and flash.get_attribute("aria-live") == "polite"
             assert flash.evaluate("e => getComputedStyle(e).display") != "none", f"/{path}: #flash is not rendered"
 
+        # The pending page's "#" column is read as what it is.
+        page.goto(hub.service_url + "/admin/pending")
+        sync_api.expect(page.get_by_role("columnheader", name="Position", exact=True)).to_have_count(1)
+
         # Which GPUs are free is said in words, not by colour alone.
         page.goto(hub.service_url + "/admin/nodes")
         for node, gpus in (("gpu-a", 4), ("sim-1", 2)):
@@ -240,5 +244,24 @@ def test_tab_order_reaches_every_admin_action(busy_hub, browser):
                 reached += 1
             assert reached >= wanted, f"/{path}: Tab reached {reached} of {wanted} controls"
             assert re.search(r"\S", page.locator("main h1").inner_text())
+    finally:
+        ctx.close()
+
+
+def test_pages_reflow_at_320_css_pixels(busy_hub, browser):
+    """WCAG 1.4.10: at 320 CSS pixels wide (a 1280 px window at 400% zoom) nothing but a data
+    table (exempt: it needs two dimensions) makes the page scroll sideways."""
+    hub = busy_hub
+    ctx, page = _page(browser, hub, hub.service_url + "/admin/", "ada")
+    try:
+        page.set_viewport_size({"width": 320, "height": 640})
+        for path in [""] + ADMIN_PAGES:
+            page.goto(hub.service_url + "/" + path)
+            sync_api.expect(page.locator("main h1")).to_be_visible()
+            wide = page.evaluate("""() => [...document.querySelectorAll('body *')]
+                .filter(e => !e.closest('table') && e.getBoundingClientRect().width > 0
+                             && e.getBoundingClientRect().right > document.documentElement.clientWidth + 1)
+                .map(e => e.tagName.toLowerCase() + (e.className ? '.' + e.className : ''))""")
+            assert not wide, f"/{path} at 320 px: wider than the window: {wide[:8]}"
     finally:
         ctx.close()
