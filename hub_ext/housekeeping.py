@@ -2,8 +2,8 @@
 the scheduling cycles go on meanwhile): history older than its retention is deleted (ended
 workloads and their logs, the audit log, the GPU-hour ledger: Slurm's PurgeJobAfter /
 PurgeEventAfter / PurgeUsageAfter), in short batches; live work and open ledger intervals are
-never touched. Then the database's query planner statistics are refreshed, so that reads of
-a long history keep using the right indexes. Mixed into ``ComputeHubService``."""
+never touched. Then the database's query planner statistics are refreshed (also at start), so
+that reads of a long history keep using the right indexes. Mixed into ``ComputeHubService``."""
 
 from __future__ import annotations
 
