@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, Double, ForeignKey, Integer, MetaData, String, Text
+from sqlalchemy import JSON, Double, ForeignKey, Index, Integer, MetaData, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # Deterministic constraint names, so migrations can refer to them on every database.
@@ -50,9 +50,10 @@ class NodeRow(Base):
 
 class WorkloadRow(Base):
     __tablename__ = "workloads"
+    __table_args__ = (Index("ix_workloads_user_seq", "user", "seq"),)
     id: Mapped[str] = mapped_column(String, primary_key=True)
     seq: Mapped[int] = mapped_column(Integer, unique=True, index=True)
-    user: Mapped[str] = mapped_column(String, index=True)
+    user: Mapped[str] = mapped_column(String)     # indexed with seq: a user's latest work, in order
     queue: Mapped[str] = mapped_column(String, index=True)
     kind: Mapped[str] = mapped_column(String)
     priority: Mapped[str] = mapped_column(String)

@@ -7,7 +7,8 @@ Create Date: 2026-12-06
 
 ``workloads.ended_at`` (also inside ``data``) lets the service purge ended work older than
 its retention without reading every row; ``allocations.end`` lets a usage window skip the
-intervals that closed before it. Existing ended workloads get ``ended_at`` from ``data``.
+intervals that closed before it; (user, seq) replaces the index on user, so a user's latest
+work is read in order. Existing ended workloads get ``ended_at`` from ``data``.
 """
 
 import sqlalchemy as sa
@@ -27,6 +28,8 @@ def upgrade() -> None:
         batch.add_column(sa.Column("ended_at", sa.Double(), nullable=True))
     op.create_index("ix_workloads_ended_at", "workloads", ["ended_at"])
     op.create_index("ix_allocations_end", "allocations", ["end"])
+    op.drop_index("ix_workloads_user", "workloads")
+    op.create_index("ix_workloads_user_seq", "workloads", ["user", "seq"])
     conn = op.get_bind()
     wl = sa.table("workloads", sa.column("id", sa.String()), sa.column("seq", sa.Integer()),
                   sa.column("state", sa.String()), sa.column("submitted_at", sa.Double()),
@@ -46,6 +49,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.drop_index("ix_workloads_user_seq", "workloads")
+    op.create_index("ix_workloads_user", "workloads", ["user"])
     op.drop_index("ix_allocations_end", "allocations")
     op.drop_index("ix_workloads_ended_at", "workloads")
     with op.batch_alter_table("workloads") as batch:
