@@ -1,4 +1,4 @@
-"""``computehub bench <scale|api|replay|replay-grid|slurm|spawn> [options]``: run one benchmark of bench/.
+"""``computehub bench <scale|api|replay|replay-grid|slurm|spawn|history> [options]``: run one benchmark of bench/.
 
 Each benchmark is a script in the repository's ``bench/`` folder (benchmarks are not
 part of the installed package); this command runs it with the same Python and passes
@@ -24,6 +24,7 @@ BENCHMARKS = {
                                       "over-estimates at once, beside a variant's"),
     "slurm": ("slurm.py", "end-to-end job throughput against Slurm on this machine"),
     "spawn": ("spawn_queue.py", "time the queue adds to a notebook spawn"),
+    "history": ("history.py", "reads through the hub with a year of ended work against none"),
 }
 
 

@@ -116,6 +116,21 @@ def test_bench_scale_through_the_cli(tmp_path):
     assert "fitted exponent" in r.stdout
 
 
+def test_bench_history_through_the_cli(tmp_path):
+    """A short run of bench/history.py: two real hubs, on a short history and on a longer one,
+    the same reads timed on both."""
+    out = tmp_path / "history.json"
+    r = subprocess.run([computehub(), "bench", "history", "--workloads", "400", "--repeat", "2",
+                        "--json", str(out)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    data = json.loads(out.read_text())
+    assert data["workloads"] == 400 and data["small"] == 4 and set(data["short"]) == set(data["year"])
+    mine = "alice: %jobs --all (latest 1000) (ms)"
+    assert data["short"][mine]["items"] < data["year"][mine]["items"] < 400
+    assert all(v["median"] > 0 for v in data["year"].values())
+    assert "ratio" in r.stdout
+
+
 @pytest.mark.parametrize("args, words", [
     (["bench", "nope"], ["unknown benchmark", "'nope'"]),
     (["bench"], ["scale", "replay", "slurm"]),
