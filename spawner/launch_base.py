@@ -51,13 +51,20 @@ class LaunchError(Exception):
 @dataclass
 class Ended:
     """How a workload ended: its exit code, a plain reason and the last lines of its log.
-    ``node_lost``: the node it ran on went away (not the job's own doing). ``checkpoint``:
-    when it last saved, as the backend saw it once stopped (a save on SIGTERM shows here)."""
+    ``node_lost``: the node it ran on went away, or the cluster would not run it (not the
+    job's own doing): requeued if its class requeues. ``checkpoint``: when it last saved, as
+    the backend saw it once stopped (a save on SIGTERM shows here). ``restarted``: it did not
+    end, the platform restarted it in place this many times since the last look (Kubernetes,
+    restartPolicy Always): the driver counts these against ``max_restarts`` and restarts
+    nothing itself. ``final``: starting it again cannot help (its image cannot be pulled, its
+    objects were deleted by hand): an inference service is not restarted."""
 
     exit_code: int
     reason: str = ""
     last_lines: list[str] = field(default_factory=list)
     node_lost: bool = False
+    restarted: int = 0
+    final: bool = False
     checkpoint: float | None = None   # from ``stop``: its newest checkpoint then (UNIX time), if seen
 
 

@@ -24,9 +24,11 @@ from traitlets import Bool, Dict, Integer, Unicode, default
 
 from .kube import LABEL_PREFIX, label_value
 from .kube_client import api_client
+from .kube_failures import disrupted, restarts
 from .kube_manifests import (RUN_ANNOTATION, SUFFIXES, Settings, describe, endpoint_of, inference_manifests,
                              name_of, owned_by, placement_nodes, run_of, template_from, training_manifests)
-from .launch_base import Ended, LaunchError, LauncherBackend, StartLater, job_of
+from .kube_watch import PodWatch
+from .launch_base import Ended, LaunchError, StartLater, job_of
 from .launcher_settings import KubeLauncherChecks
 from .options import OptionsError
 
@@ -37,7 +39,7 @@ KIND_API = {"Job": ("batch", "namespaced_job"), "Deployment": ("apps", "namespac
 REPLACE_WAIT = 30.0     # seconds a start waits for an earlier run's objects to go before trying later
 
 
-class KubeLauncher(KubeLauncherChecks, LauncherBackend):
+class KubeLauncher(KubeLauncherChecks, PodWatch):
     """Runs admitted workloads as Kubernetes Jobs (training, batch) and Deployments (inference)."""
 
     namespace = Unicode(config=True, help="Namespace of the jobs (default: $POD_NAMESPACE, else 'default').")
@@ -137,6 +139,8 @@ class KubeLauncher(KubeLauncherChecks, LauncherBackend):
         return True
 
     async def start(self, workload: dict) -> dict:
+        self._seen.pop(workload["id"], None)         # a new run: its replicas' restarts count from 0
+        self._workers.pop(workload["id"], None)
         notebook = await self.notebook_pod(workload["user"])
         objs = self.manifests(workload, notebook)
         main = next(m for m in objs if m["kind"] in ("Job", "Deployment"))
@@ -199,26 +203,6 @@ class KubeLauncher(KubeLauncherChecks, LauncherBackend):
                 return None
             raise
 
-    async def poll(self, workload: dict) -> Ended | None:
-        if workload.get("kind") == "inference":
-            if await self._read("Deployment", workload) is None:
-                return Ended(1, "its Deployment was deleted outside ComputeHub", self.last_lines(workload))
-            return None          # crashed containers are restarted by Kubernetes (CrashLoopBackOff)
-        j = await self._read("Job", workload)
-        if j is None:
-            return Ended(1, "its Job was deleted outside ComputeHub", self.last_lines(workload))
-        for c in (j.status.conditions if j.status else None) or []:   # a new Job has no status yet
-            if c.status == "True" and c.type in ("Complete", "SuccessCriteriaMet"):
-                await self._save_logs(workload)
-                return Ended(0, "all workers completed", self.last_lines(workload))
-            if c.status == "True" and c.type in ("Failed", "FailureTarget"):
-                await self._save_logs(workload)
-                # the Job's podFailurePolicy fails it on a pod's DisruptionTarget condition
-                lost = (c.reason or "") == "PodFailurePolicy" and "DisruptionTarget" in (c.message or "")
-                return Ended(1, f"the Job failed: {c.reason or ''} {c.message or ''}".strip(),
-                             self.last_lines(workload), node_lost=lost)
-        return None
-
     async def ready(self, workload: dict) -> str | None:
         d = await self._read("Deployment", workload)
         if d is None or not d.status or (d.status.ready_replicas or 0) < (d.spec.replicas or 1):
@@ -269,7 +253,12 @@ class KubeLauncher(KubeLauncherChecks, LauncherBackend):
         from before it, is adopted, so that an upgrade keeps what runs."""
         kind = "Deployment" if workload.get("kind") == "inference" else "Job"
         there = await self._read(kind, workload)
-        return there is not None and _made_by(there) in (None, run_of(workload))
+        mine = there is not None and _made_by(there) in (None, run_of(workload))
+        if mine and kind == "Deployment":       # restarts before now were counted by the launcher before
+            pods = await self._pods(workload)
+            self._seen[workload["id"]] = {"restarts": {p["metadata"]["name"]: restarts(p) for p in pods},
+                                          "gone": {p["metadata"]["name"] for p in pods if disrupted(p, "")}}
+        return mine
 
     async def restart(self, workload: dict) -> dict:
         await self.stop(workload, 0)

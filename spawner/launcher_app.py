@@ -261,8 +261,21 @@ class LauncherApp(LauncherAppChecks, ServiceClientApp):
 
     async def on_ended(self, wid: str, t: Tracked, ended: Ended) -> None:
         w = t.workload
-        if w["kind"] == "inference" and not ended.node_lost and t.restarts < self.max_restarts \
-                and t.ended is None:
+        if ended.restarted and t.ended is None:
+            # The platform restarted it in place (Kubernetes, CrashLoopBackOff): counted, not restarted here.
+            t.restarts += ended.restarted
+            if t.restarts <= self.max_restarts:
+                t.ready = False
+                self.log.warning("%s: crashed (%s); restarted in place, %d of %d", wid, ended.reason,
+                                 t.restarts, self.max_restarts)
+                await self.report(wid, "update", restarts=t.restarts, ready=False,
+                                  message=f"restarted after: {ended.reason} ({t.restarts}/{self.max_restarts})"
+                                  [:REASON_MAX])
+                return
+            ended = Ended(ended.exit_code or 1, f"{ended.reason}; it crashed {t.restarts} times, more than "
+                          f"max_restarts ({self.max_restarts})", ended.last_lines)
+        elif w["kind"] == "inference" and not ended.node_lost and not ended.final \
+                and t.restarts < self.max_restarts and t.ended is None:
             t.restarts += 1
             t.ready = False
             self.log.warning("%s: inference crashed (%s); restart %d of %d", wid, ended.reason, t.restarts,

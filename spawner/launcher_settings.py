@@ -128,9 +128,9 @@ class KubeLauncherChecks:
         return check_template(_name(self, "checkpoint_dir_template"), proposal.value, ("home", "id", "username"), ("id",),
                               why="each workload needs a folder of its own")
 
-    @validate("termination_grace_seconds")
+    @validate("termination_grace_seconds", "container_start_grace", "unscheduled_grace")
     def _grace_ok(self, proposal):
-        return check_number(_name(self, "termination_grace_seconds"), proposal.value, low=0, unit="seconds")
+        return check_number(_name(self, proposal.trait.name), proposal.value, low=0, unit="seconds")
 
     @validate("master_port", "inference_port")
     def _port_ok(self, proposal):

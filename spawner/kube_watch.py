@@ -1,0 +1,151 @@
+"""How the Kubernetes launcher sees its work end: ``poll`` reads the Job or Deployment and
+its pods, and names the cause (spawner/kube_failures.py) when a pod cannot start, is
+OOMKilled, evicted, preempted, left without a node, or crash-loops. A mixin of
+``spawner.launch_kube.KubeLauncher`` (which supplies ``api``, ``_read``, ``_save_logs``,
+``_log``); see docs/launchers.md ("When a pod fails").
+"""
+
+from __future__ import annotations
+
+import time
+
+from traitlets import Float
+
+from .kube import LABEL_PREFIX, label_value
+from .kube_failures import PodTrouble, disrupted, last_crash, not_started, parse_time, pod_trouble, restarts, waiting
+from .kube_manifests import JOB_INDEX_ANNOTATION, name_of
+from .launch_base import Ended, LauncherBackend
+
+
+class PodWatch(LauncherBackend):
+    """``poll`` for Jobs (training, batch) and Deployments (inference), reading their pods."""
+
+    container_start_grace = Float(60.0, config=True, help="""Seconds a pod's container may keep failing to
+        start because its image cannot be pulled (ErrImagePull, ImagePullBackOff) or a Secret or ConfigMap it
+        needs is missing (CreateContainerConfigError) before the workload fails with that reason and its GPUs
+        are released (seconds, counted from the pod's creation; InvalidImageName fails at once).""")
+    unscheduled_grace = Float(300.0, config=True, help="""Seconds a pod of admitted work may stay unscheduled
+        (the kube-scheduler finds no node: taints, affinity) or not taken by the node it is bound to (the node
+        is gone or NotReady) before the admission is given back: the workload is reported node_lost with the
+        reason, and the service requeues it if its class requeues (seconds, from the pod's creation).""")
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self._seen: dict[str, dict] = {}     # inference: per workload, its replicas' restarts seen so far
+        self._workers: dict[str, dict[str, str]] = {}    # jobs: per workload, its pods seen (name → "worker i")
+
+    async def poll(self, workload: dict) -> Ended | None:
+        """None while it runs (or starts, within the graces); else how it ended, with a reason
+        naming the cause read from its pods (docs/launchers.md, "When a pod fails")."""
+        if workload.get("kind") == "inference":
+            return await self._poll_deployment(workload)
+        j = await self._read("Job", workload)
+        if j is None:
+            return Ended(1, f"its Job {name_of(workload)} was deleted outside ComputeHub",
+                         self.last_lines(workload), final=True)
+        status = j.status
+        want = int(j.spec.completions or 1) - int((status.succeeded if status else 0) or 0)
+        for c in (status.conditions if status else None) or []:   # a new Job has no status yet
+            if c.status == "True" and c.type in ("Complete", "SuccessCriteriaMet"):
+                self._workers.pop(workload["id"], None)
+                await self._save_logs(workload)
+                return Ended(0, "all workers completed", self.last_lines(workload))
+            if c.status == "True" and c.type in ("Failed", "FailureTarget"):
+                return await self._job_failed(workload, j, c)
+        if status is not None and (status.ready or 0) >= want:
+            return None          # every worker is up: what goes wrong now fails the Job
+        now = time.time()
+        for pod, who in await self._job_pods(workload, j):
+            trouble = pod_trouble(pod, who, now, pull_grace=self.container_start_grace,
+                                  pending_grace=self.unscheduled_grace)
+            if trouble:
+                return await self._trouble_ended(workload, trouble)
+        return None
+
+    async def _job_failed(self, workload: dict, job, cond) -> Ended:
+        """The Job failed: the reason is its first troubled worker's (OOMKilled, evicted,
+        its node gone), else the Job's own condition (BackoffLimitExceeded, DeadlineExceeded)."""
+        said = ": ".join(x for x in (cond.reason, cond.message) if x)
+        now = time.time()
+        for pod, who in await self._job_pods(workload, job):
+            # a pod still waiting to start cannot be why it failed: only ended or disrupted ones
+            trouble = pod_trouble(pod, who, now, pull_grace=float("inf"), pending_grace=float("inf"))
+            if trouble:
+                return await self._trouble_ended(workload, PodTrouble(
+                    f"{trouble.reason} (the Job failed: {cond.reason or 'Failed'})", trouble.exit_code, trouble.cluster))
+        here = {pod["metadata"]["name"] for pod, _ in await self._job_pods(workload, job)}
+        gone = [(name, who) for name, who in self._workers.get(workload["id"], {}).items() if name not in here]
+        if gone and (cond.reason or "") != "DeadlineExceeded":
+            name, who = gone[0]
+            return await self._trouble_ended(workload, PodTrouble(
+                f"{who}: its pod {name} is gone (deleted outside ComputeHub, or with its node) "
+                f"(the Job failed: {cond.reason or 'Failed'})"))
+        # the Job's podFailurePolicy fails it on a pod's DisruptionTarget condition
+        lost = (cond.reason or "") == "PodFailurePolicy" and "DisruptionTarget" in (cond.message or "")
+        if (cond.reason or "") == "DeadlineExceeded":
+            return await self._trouble_ended(workload, PodTrouble(
+                f"it ran past its deadline (activeDeadlineSeconds): {said}", 124))
+        return await self._trouble_ended(workload, PodTrouble(f"the Job failed: {said}", 1, lost))
+
+    async def _trouble_ended(self, workload: dict, trouble: PodTrouble, **extra) -> Ended:
+        self._workers.pop(workload["id"], None)
+        await self._save_logs(workload)
+        lines = self.last_lines(workload)
+        self._log(workload, trouble.reason)         # in its log too, after the lines its reason shows
+        return Ended(trouble.exit_code, trouble.reason, lines, node_lost=trouble.cluster, **extra)
+
+    async def _pods(self, workload: dict) -> list[dict]:
+        """The workload's pods as the API's JSON, oldest first."""
+        api = await self.api()
+        selector = f"{LABEL_PREFIX}workload={label_value(workload['id'])}"
+        pods = await api["core"].list_namespaced_pod(self.namespace, label_selector=selector)
+        out = [api["client"].sanitize_for_serialization(p) for p in pods.items]
+        return sorted(out, key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"]))
+
+    async def _job_pods(self, workload: dict, job) -> list[tuple[dict, str]]:
+        """(pod, "worker <index>") of this Job's pods (not an earlier run's, made before it)."""
+        made = parse_time(job.metadata.creation_timestamp) or 0
+        out = []
+        for p in await self._pods(workload):
+            if (parse_time(p["metadata"].get("creationTimestamp")) or made) < made:
+                continue
+            index = (p["metadata"].get("annotations") or {}).get(JOB_INDEX_ANNOTATION)
+            out.append((p, f"worker {index}" if index is not None else f"pod {p['metadata']['name']}"))
+        # remembered: a worker whose pod vanishes (kubectl delete pod) is named when the Job fails
+        self._workers.setdefault(workload["id"], {}).update({p["metadata"]["name"]: who for p, who in out})
+        return out
+
+    async def _poll_deployment(self, workload: dict) -> Ended | None:
+        """Kubernetes restarts a crashed replica in place (CrashLoopBackOff) and replaces an
+        evicted one: each such restart comes back as ``Ended(restarted=n)``, which the driver
+        counts against its ``max_restarts``. A replica whose image cannot be pulled ends it
+        (``final``); one never scheduled gives its admission back (``node_lost``)."""
+        wid = workload["id"]
+        if await self._read("Deployment", workload) is None:
+            return Ended(1, f"its Deployment {name_of(workload)} was deleted outside ComputeHub",
+                         self.last_lines(workload), final=True)
+        now, crashes, why = time.time(), 0, None
+        seen = self._seen.setdefault(wid, {"restarts": {}, "gone": set()})
+        for p in await self._pods(workload):
+            name = p["metadata"]["name"]
+            who = f"replica {name}"
+            trouble = waiting(p, who, now, self.container_start_grace)
+            if trouble:
+                return await self._trouble_ended(workload, trouble, final=True)
+            trouble = not_started(p, who, now, self.unscheduled_grace)
+            if trouble:
+                return await self._trouble_ended(workload, trouble)
+            trouble = disrupted(p, who)
+            if trouble and name not in seen["gone"]:
+                seen["gone"].add(name)
+                crashes, why = crashes + 1, PodTrouble(f"{trouble.reason}; Kubernetes replaced it")
+            count = restarts(p)
+            if count > seen["restarts"].get(name, 0):
+                crashes += count - seen["restarts"].get(name, 0)
+                why = last_crash(p, who)
+            seen["restarts"][name] = count
+        if not crashes:
+            return None
+        lines = self.last_lines(workload)
+        self._log(workload, why.reason)
+        return Ended(why.exit_code or 1, why.reason, lines, restarted=crashes)
