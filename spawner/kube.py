@@ -17,18 +17,23 @@ what is Kubernetes-specific:
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import hashlib
 import re
+import time
 
 from kubespawner import KubeSpawner
 from jupyterhub.utils import maybe_future
 from tornado import web
-from traitlets import Dict, Enum, List, Unicode, default
+from traitlets import Dict, Enum, Float, List, Unicode, default, validate
+
+from scheduler.config_checks import check_number
 
 from .inventory import model_key
+from .kube_failures import pod_trouble
 from .options import OptionsError, WAIVABLE, admin_allowed, check_pod, validate_user_options
-from .queueing import QueueingMixin
+from .queueing import QueueingMixin, ServerFailed
 from .service_client import ServiceClient, ServiceError
 
 LABEL_PREFIX = "computehub/"
@@ -85,6 +90,19 @@ class QueuedKubeSpawner(QueueingMixin, KubeSpawner):
     pod_policy_waive = List(Enum(sorted(WAIVABLE)), config=True,
                             help=f"""Pod guard checks an admin switches off, from: {', '.join(sorted(WAIVABLE))}.
         Empty (default): no pod may run privileged, escalate, mount host paths or share host namespaces.""")
+
+    container_start_grace = Float(60.0, config=True, help="""Seconds the admitted notebook pod's container
+        may keep failing to start because its image cannot be pulled (ErrImagePull, ImagePullBackOff) or a
+        Secret or ConfigMap it needs is missing (CreateContainerConfigError) before the spawn fails with that
+        reason and the GPUs return (seconds, from the pod's creation; InvalidImageName fails at once).""")
+    unscheduled_grace = Float(300.0, config=True, help="""Seconds the admitted notebook pod may stay
+        unscheduled, or not taken by the node it is bound to (gone, NotReady), before the admission is given
+        back with the reason (reported node_lost: requeued if the class requeues, and the spawn waits in the
+        queue again; else the spawn fails) (seconds, from the pod's creation).""")
+
+    @validate("container_start_grace", "unscheduled_grace")
+    def _grace_ok(self, proposal):
+        return check_number(f"{type(self).__name__}.{proposal.trait.name}", proposal.value, low=0, unit="seconds")
 
     _baseline: dict | None = None          # the admin's values of every trait a profile may override
     _resolved_profiles: list | None = None
@@ -171,6 +189,43 @@ class QueuedKubeSpawner(QueueingMixin, KubeSpawner):
             spec["node_selector"] = selector
         spec["metadata"]["profile"] = (self.user_options or {}).get("profile") or ""
         return spec
+
+    # ---- how the pod fares: failures named (spawner/kube_failures.py) ------------------
+    def _pod_now(self) -> dict | None:
+        reflector = getattr(self, "pod_reflector", None)
+        return reflector.pods.get(f"{self.namespace}/{self.pod_name}") if reflector is not None else None
+
+    async def _start_server(self):
+        """KubeSpawner's start, watched: a pod that cannot start (its image, a missing Secret, evicted,
+        never scheduled) fails the spawn at once with the reason (``ServerFailed``) instead of after
+        start_timeout, and its pod is deleted."""
+        before = (self._pod_now() or {}).get("metadata", {}).get("uid")      # an earlier server's, going
+        start = asyncio.ensure_future(super()._start_server())
+        try:
+            while not start.done():
+                pod = self._pod_now()
+                meta = (pod or {}).get("metadata") or {}
+                if pod and meta.get("uid") != before and not meta.get("deletionTimestamp"):
+                    trouble = pod_trouble(pod, "the notebook server", time.time(),
+                                          pull_grace=self.container_start_grace, pending_grace=self.unscheduled_grace)
+                    if trouble:
+                        start.cancel()
+                        await KubeSpawner.stop(self, now=True)
+                        raise ServerFailed(trouble.reason, trouble.cluster, trouble.exit_code)
+                await asyncio.wait([start], timeout=0.5)
+            return start.result()
+        finally:
+            if not start.done():
+                start.cancel()
+
+    def ended_why(self) -> tuple[str, bool] | None:
+        pod = self._pod_now()
+        if pod is None:
+            return (f"the notebook server's pod {self.pod_name} is gone (deleted outside ComputeHub, or with its "
+                    "node)", False)
+        inf = float("inf")
+        trouble = pod_trouble(pod, "the notebook server", time.time(), pull_grace=inf, pending_grace=inf)
+        return (trouble.reason, trouble.cluster) if trouble else None
 
     # ---- the pod --------------------------------------------------------------------
     def get_env(self):

@@ -24,6 +24,16 @@ ADMITTED = ("admitted", "running")
 NO_LIMIT = 30 * 24 * 3600   # "wait in the queue as long as it takes" (asyncio needs a number)
 
 
+class ServerFailed(Exception):
+    """The admitted server cannot start, for ``reason`` (its image cannot be pulled, its pod was
+    evicted or never scheduled). ``node_lost``: the cluster's doing, not the user's: the service
+    requeues the workload if its class requeues, and the spawn waits in the queue again."""
+
+    def __init__(self, reason: str, node_lost: bool = False, exit_code: int = 1):
+        super().__init__(reason)
+        self.reason, self.node_lost, self.exit_code = reason, node_lost, exit_code
+
+
 def queue_message(w: dict) -> str:
     """What the spawn page says about a workload that is not admitted yet."""
     ex = w.get("explanation") or {}
@@ -60,6 +70,7 @@ class QueueingMixin(Spawner):
     _start_slots: dict = {}               # limit -> asyncio.Semaphore, shared by all spawners of the hub
     _launched = False                     # the real server was started for this workload
     _stopping = False
+    _polling = False                      # inside the underlying poll (which may stop a dead server itself)
     _event: dict | None = None
     _admitted_w: dict | None = None
 
@@ -159,14 +170,20 @@ class QueueingMixin(Spawner):
         t0 = time.perf_counter()
         try:
             w = await self._submit_or_resume(client)
-            w = await self._wait_for_admission(client, w)
-            queued_s = time.perf_counter() - t0
-            self._admitted_w = w
-            where = ", ".join(f"{a['node']} GPU {','.join(map(str, a['gpus'])) or '-'}" for a in w["placement"])
-            self._event = {"progress": 50, "message": f"Admitted: {where or 'no GPU'}; starting server"}
-            self.start_timeout = server_timeout
-            async with self._start_slot():
-                url = await asyncio.wait_for(super().start(), server_timeout)
+            while True:
+                w = await self._wait_for_admission(client, w)
+                queued_s = time.perf_counter() - t0
+                self._admitted_w = w
+                where = ", ".join(f"{a['node']} GPU {','.join(map(str, a['gpus'])) or '-'}" for a in w["placement"])
+                self._event = {"progress": 50, "message": f"Admitted: {where or 'no GPU'}; starting server"}
+                self.start_timeout = server_timeout
+                try:
+                    async with self._start_slot():
+                        url = await asyncio.wait_for(self._start_server(), server_timeout)
+                except ServerFailed as e:
+                    w = await self._start_failed(client, e)      # requeued: wait again (else it raises)
+                    continue
+                break
             self._launched = True
         except BaseException:
             self.start_timeout = server_timeout
@@ -182,6 +199,31 @@ class QueueingMixin(Spawner):
                       self._log_name, (queued_s + time.perf_counter() - t1) * 1000, queued_s * 1000,
                       (time.perf_counter() - t1) * 1000)
         return url
+
+    async def _start_server(self):
+        """The underlying spawner's start (a subclass may watch it and raise ``ServerFailed``)."""
+        return await super().start()
+
+    async def _start_failed(self, client: ServiceClient, e: ServerFailed) -> dict:
+        """Report the admitted workload failed with the reason (its GPUs return at once). Requeued
+        by the service (``node_lost`` and a class that requeues): the workload, to wait for again;
+        else the spawn fails with the reason, which the spawn page shows."""
+        self.log.warning("ComputeHub: %s could not start: %s", self._log_name, e.reason)
+        extra = {"node_lost": True} if e.node_lost else {}
+        try:
+            w = await client.report(self.workload_id, "failed", exit_code=e.exit_code, reason=e.reason[:2000],
+                                    **extra)
+        except ServiceError as err:
+            self.log.warning("ComputeHub: could not report %s failed: %s", self.workload_id, err)
+            w = {}
+        if w.get("state") in WAITING:
+            self._event = {"progress": 10, "message": f"Requeued: {e.reason}"}
+            return w
+        if w:
+            self.workload_id = ""           # it ended: nothing to withdraw
+        err = RuntimeError(f"The server could not start: {e.reason}")
+        err.jupyterhub_message = str(err)   # what the spawn page and the hub's REST API show
+        raise err from None
 
     def _start_slot(self):
         limit = self.concurrent_start_limit
@@ -271,7 +313,7 @@ class QueueingMixin(Spawner):
             yield ev
 
     # ---- stop and poll: the GPUs return -------------------------------------------
-    async def _report_end(self, status: int | None, reason: str = ""):
+    async def _report_end(self, status: int | None, reason: str = "", node_lost: bool = False):
         wid, launched = self.workload_id, self._launched
         if not wid:
             return
@@ -280,24 +322,42 @@ class QueueingMixin(Spawner):
             return
         code = 0 if status in (None, 0) else int(status) if isinstance(status, int) else 1
         try:
+            extra = {"node_lost": True} if node_lost and code else {}
             await self.client().report(wid, "finished" if code == 0 else "failed", exit_code=code,
-                                       reason=reason or f"server ended (exit code {code})")
+                                       reason=reason or f"server ended (exit code {code})", **extra)
         except (ServiceError, RuntimeError) as e:
             if getattr(e, "status", 0) not in (404, 409):
                 self.log.warning("ComputeHub: could not report %s ended: %s", wid, e)
         self.workload_id, self._launched = "", False
 
     async def poll(self):
-        """A dead server is reported at once (finished on exit 0, else failed)."""
+        """A dead server is reported at once (finished on exit 0, else failed), with why it
+        ended where the spawner can tell (``ended_why``)."""
         wid, launched = self.workload_id, self._launched
-        status = await super().poll()
+        why = self.ended_why() if wid and launched and not self._stopping else None
+        self._polling = True
+        try:
+            status = await super().poll()
+        finally:
+            self._polling = False
         if status is not None and wid and launched and not self._stopping:
             self.workload_id, self._launched = wid, True     # super().poll() may clear state
-            await self._report_end(status, f"server exited (status {status})")
+            reason, lost = why or (f"server exited (status {status})", False)
+            await self._report_end(status, reason, node_lost=lost)
         return status
 
+    def ended_why(self) -> tuple[str, bool] | None:
+        """(reason, node_lost) of a server that is ending, read before the underlying spawner's
+        poll cleans up; None: it runs, or nothing more is known than its exit status."""
+        return None
+
     async def stop(self, now=False):
-        """Stop the server, then release the allocation (finished), or withdraw a queued one."""
+        """Stop the server, then release the allocation (finished), or withdraw a queued one.
+        A stop the underlying poll makes of a dead server (KubeSpawner deletes its pod) reports
+        nothing: ``poll`` reports how it ended."""
+        if self._polling:
+            await super().stop(now=now)
+            return
         wid, launched = self.workload_id, self._launched
         self._stopping = True
         try:

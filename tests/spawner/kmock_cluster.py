@@ -18,7 +18,9 @@ through an ordinary kubeconfig. This module fills kmock's known gaps:
 The test plays the kubelet: ``ProcessKubelet`` runs each new pod's command as a
 local process on its own loopback address (127.0.0.N, the pod IP) with the
 pod's environment, and reports it ``Running``; a deleted pod's process is
-killed, an exited one is reported terminated. ``KmockCluster`` runs all this on
+killed, an exited one is reported terminated. ``faults`` maps an image to the status the
+kubelet writes instead of running a pod of it (e.g. a waiting ErrImagePull: an image it
+cannot pull), or to None (it never takes the pod: its node is gone). ``KmockCluster`` runs all this on
 its own thread and event loop; stop it after the clients (hub) that use it.
 """
 
@@ -121,6 +123,7 @@ class ProcessKubelet:
         self.cluster, self.workdir = cluster, workdir
         self.env_overrides = env_overrides or (lambda pod, env, ip: env)
         self.procs: dict[tuple[str, str], tuple[str, subprocess.Popen]] = {}
+        self.faults: dict[str, dict | None] = {}      # image -> the status written instead of running it
         self._ips = itertools.count(10)
 
     def _command(self, container: dict) -> list[str]:
@@ -147,6 +150,11 @@ class ProcessKubelet:
             if key in self.procs or pod.get("status", {}).get("phase") != "Pending":
                 continue
             if pod["metadata"].get("labels", {}).get("component") != "singleuser-server":
+                continue
+            image = pod["spec"]["containers"][0].get("image", "")
+            if image in self.faults:
+                if self.faults[image] is not None and not pod.get("status", {}).get("containerStatuses"):
+                    await self.cluster.patch_pod_status(*key, self.faults[image])
                 continue
             ip = f"127.0.0.{next(self._ips)}"
             container = pod["spec"]["containers"][0]

@@ -1,0 +1,162 @@
+"""A notebook pod that fails after admission (docs/spawner.md, "When the pod fails"): the spawn
+fails at once with the cause (not after start_timeout), or, where the cluster is to blame and the
+class requeues, waits in the queue again; a running server that dies is reported with the cause;
+either way its GPU returns.
+
+Real: JupyterHub + proxy + the ComputeHub service, QueuedKubeSpawner in the hub, kubespawner and
+kubernetes_asyncio talking HTTP, and the notebook servers (jupyterhub-singleuser as local
+processes). Emulated: the Kubernetes API (kmock, tests/spawner/kmock_cluster.py); the kubelet (the
+test's ProcessKubelet runs the pods; for an image in its ``faults`` it writes the status a kubelet
+that cannot pull it writes, or never takes the pod, as a node that is gone); the kubelet's and the
+node lifecycle controller's later verdicts (OOMKilled, evicted) are written by the test as pod
+status; the GPU node ("kube-gpu-1", one A100) is declared.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub_ext"))
+from kmock_cluster import KmockCluster, ProcessKubelet  # noqa: E402
+from kube_profiles import NS  # noqa: E402
+from realhub import RealHub, free_port  # noqa: E402
+from test_kube_spawner import (SERVICE, hub_api, newest_workload, pod_env, server, spawn, spawner_config,  # noqa: E402
+                               stop, user_pods, wait_for, wait_ready, workload)
+
+TORCH = "quay.io/jupyter/pytorch-notebook:2025-01-06"
+TF = "quay.io/jupyter/tensorflow-notebook:2025-01-06"
+PULL_FAILED = {"phase": "Pending", "hostIP": "10.0.0.1", "containerStatuses": [{
+    "name": "notebook", "ready": False, "restartCount": 0, "image": TF, "imageID": "",
+    "state": {"waiting": {"reason": "ErrImagePull",
+                          "message": f'failed to pull and unpack image "{TF}": not found'}}}]}
+
+
+@pytest.fixture(scope="module")
+def fhub(tmp_path_factory):
+    d = tmp_path_factory.mktemp("khub-failures")
+    cluster = KmockCluster(d).start()
+    cluster.kubelet = ProcessKubelet(cluster, d, env_overrides=pod_env)
+    old = os.environ.get("KUBECONFIG")
+    os.environ["KUBECONFIG"] = str(cluster.write_kubeconfig(d / "kubeconfig", NS))
+    hub = RealHub(d, extra_service_config=SERVICE)
+    hub.spawner_config = spawner_config(hub, free_port()) + """
+c.Spawner.poll_interval = 1
+c.KubeSpawner.start_timeout = 40
+c.QueuedKubeSpawner.container_start_grace = 0
+c.QueuedKubeSpawner.unscheduled_grace = 3
+"""
+    hub.cluster = cluster
+    try:
+        hub.start()
+        yield hub
+    finally:
+        hub.stop()
+        cluster.stop()
+        if old is None:
+            os.environ.pop("KUBECONFIG", None)
+        else:
+            os.environ["KUBECONFIG"] = old
+
+
+def spawn_failure(hub, user, options) -> str:
+    """The message a spawn fails with: the POST's error (it failed within slow_spawn_timeout), or
+    the failure at the end of its progress stream."""
+    r = hub_api(hub, "POST", f"/users/{user}/server", user, json=options)
+    if r.status_code not in (201, 202):
+        return r.json()["message"]
+    with hub_api(hub, "GET", f"/users/{user}/server/progress", user, stream=True, timeout=120) as s:
+        for line in s.iter_lines(decode_unicode=True):
+            if line and line.startswith("data:"):
+                ev = json.loads(line[5:])
+                if ev.get("failed"):
+                    return ev["message"]
+                if ev.get("ready"):
+                    raise AssertionError(f"{user}'s server started: {ev}")
+    raise AssertionError("the progress stream ended without a failure")
+
+
+def events(hub, wid) -> list[dict]:
+    return hub.call("GET", f"/audit?workload={wid}", hub.tokens["ada"]).json().get("events", [])
+
+
+def test_an_image_that_cannot_be_pulled_fails_the_spawn_at_once_and_frees_the_gpu(fhub):
+    hub = fhub
+    hub.cluster.kubelet.faults[TF] = PULL_FAILED
+    message = spawn_failure(hub, "alice", {"profile": "a100", "image": "tf"})
+    assert f"the notebook server: image '{TF}' could not be pulled: ErrImagePull: failed to pull" in message, message
+    w = newest_workload(hub, "alice")
+    w = wait_for("the workload failed", lambda: (x := workload(hub, w["id"]))["state"] == "failed" and x, 30)
+    assert w["reason"].startswith(f"the notebook server: image '{TF}' could not be pulled: ErrImagePull"), w
+    wait_for("alice's pod deleted", lambda: user_pods(hub, "alice") == [], 30)
+    wait_for("alice's failed spawn to settle", lambda: not (server(hub, "alice") or {}).get("pending"), 60)
+    spawn(hub, "bob", {"profile": "a100"})          # the only GPU is free again
+    wait_ready(hub, "bob")
+    stop(hub, "bob")
+
+
+def test_a_pod_no_node_takes_is_requeued_and_starts_when_it_can(fhub):
+    """The cluster's fault (the node it is bound to never starts it): the admission is given back
+    as node_lost and, with a class that requeues, the same spawn waits in the queue and starts."""
+    hub = fhub
+    admin = hub.tokens["ada"]
+    cls = hub.call("GET", "/classes/interactive", admin).json()
+    r = hub.call("PUT", "/classes/interactive", admin, json={**cls, "requeue": True})
+    assert r.status_code == 200, r.text
+    try:
+        hub.cluster.kubelet.faults[TORCH] = None
+        spawn(hub, "alice", {"profile": "a100", "image": "torch"})
+        w = wait_for("alice's workload", lambda: newest_workload(hub, "alice"), 30)
+        lost = wait_for("node_lost", lambda: [e for e in events(hub, w["id"]) if e["kind"] == "node_lost"], 60)
+        assert "the notebook server was not started by node kube-gpu-1 for " in lost[0]["reason"], lost
+        assert any(e["kind"] == "requeued" for e in events(hub, w["id"]))
+        del hub.cluster.kubelet.faults[TORCH]        # the node is back
+        wait_ready(hub, "alice")
+        assert newest_workload(hub, "alice")["id"] == w["id"] and workload(hub, w["id"])["state"] == "running"
+        stop(hub, "alice")
+    finally:
+        hub.cluster.kubelet.faults.pop(TORCH, None)
+        hub.call("PUT", "/classes/interactive", admin, json=cls)
+
+
+OOM = {"phase": "Failed", "containerStatuses": [{
+    "name": "notebook", "ready": False, "restartCount": 0, "image": TORCH, "imageID": "",
+    "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}]}
+EVICTED = {"phase": "Failed", "reason": "Evicted", "message": "The node was low on resource: memory.",
+           "conditions": [{"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet"}],
+           "containerStatuses": [{"name": "notebook", "ready": False, "restartCount": 0, "image": TORCH, "imageID": "",
+                                  "state": {"terminated": {"exitCode": 137, "reason": "ContainerStatusUnknown"}}}]}
+
+
+@pytest.mark.parametrize("status,reason,kind", [
+    (OOM, "the notebook server was OOMKilled (memory limit 2Gi)", "failed"),
+    (EVICTED, "the notebook server: evicted from node kube-gpu-1 by its kubelet: The node was low on resource: "
+              "memory.", "node_lost"),
+    (None, "the notebook server's pod jupyter-alice is gone (deleted outside ComputeHub, or with its node)", "failed"),
+], ids=["oomkilled", "evicted", "deleted-by-hand"])
+def test_a_running_server_that_dies_is_reported_with_the_cause(fhub, status, reason, kind):
+    hub = fhub
+    spawn(hub, "alice", {"profile": "a100", "image": "torch"})
+    wait_ready(hub, "alice")
+    w = newest_workload(hub, "alice")
+    [pod] = user_pods(hub, "alice")
+    name = pod["metadata"]["name"]
+    if status is None:                      # kubectl delete pod
+        async def delete():
+            async with hub.cluster.emulator.delete(f"/api/v1/namespaces/{NS}/pods/{name}") as r:
+                r.raise_for_status()
+        hub.cluster.run(delete())
+    else:
+        hub.cluster.run(hub.cluster.patch_pod_status(NS, name, status))
+    ended = wait_for("the workload failed", lambda: (x := workload(hub, w["id"]))["state"] == "failed" and x, 60)
+    assert ended["reason"].startswith(reason.replace("jupyter-alice", name)), ended
+    assert any(e["kind"] == kind for e in events(hub, w["id"])), events(hub, w["id"])
+    wait_for("alice's server gone", lambda: not server(hub, "alice"), 60)
+    spawn(hub, "bob", {"profile": "a100"})          # the GPU is free again
+    wait_ready(hub, "bob")
+    stop(hub, "bob")
