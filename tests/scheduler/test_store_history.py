@@ -36,3 +36,24 @@ def test_newest_ended_work_is_paged_by_index_once_statistics_are_fresh(tmp_path)
     page = store.get_workloads(states=TERMINAL, newest_first=True, limit=3)
     assert [w.seq for w in page] == [4999, 4998, 4997]      # 5000 is pending
     store.close()
+
+
+def test_refresh_statistics_gives_the_planner_numbers_on_both_databases(store_url):
+    store = SqlStore(store_url)
+    with store.transaction():
+        store.put_workloads([wl(i, state=TERMINAL[i % 3], user=f"u{i % 7}") for i in range(1, 301)])
+    stats = ("SELECT count(*) FROM sqlite_stat1 WHERE tbl = 'workloads'" if store.dialect == "sqlite"
+             else "SELECT count(*) FROM pg_stats WHERE tablename = 'workloads'")
+
+    def counted() -> int:
+        with store.engine.connect() as conn:
+            if store.dialect == "sqlite" and not conn.exec_driver_sql(
+                    "SELECT 1 FROM sqlite_master WHERE name = 'sqlite_stat1'").first():
+                return 0
+            return conn.exec_driver_sql(stats).scalar()
+
+    if store.dialect == "sqlite":     # (PostgreSQL's autovacuum might analyze it by itself any time)
+        assert counted() == 0
+    store.refresh_statistics()
+    assert counted() > 0
+    store.close()
