@@ -371,3 +371,23 @@ def test_an_inference_deployment_deleted_by_hand_is_not_made_again(cluster, tmp_
         assert failed["reason"].startswith(f"its Deployment ch-{w['id']} was deleted outside ComputeHub"), failed
         assert d.state("update") is None and not d.objects("deployments", w["id"]), d.reports
     scenario(cluster, tmp_path, body)
+
+
+def test_a_restarted_launcher_counts_only_the_crashes_after_it_adopted(cluster, tmp_path):
+    """Restarts before a launcher restart were counted (and reported) by the launcher before."""
+    async def body(d: Driver):
+        w = workload("wadopt001", kind="inference")
+        await d.admit(w)
+        pod = await d.replica(w["id"], f"ch-{w['id']}-5d8f-abcde")
+        await d.pod_status(pod, crash_status(2))
+        fresh = KubeLauncher(namespace=NS, kubeconfig=d.cluster.kubeconfig, logs_dir=str(tmp_path))
+        try:
+            assert await fresh.adopt(w) is True
+            assert await fresh.poll(w) is None
+            await d.pod_status(pod, crash_status(3, "OOMKilled", 137))
+            ended = await fresh.poll(w)
+            assert ended.restarted == 1 and ended.exit_code == 137, ended
+            assert ended.reason == f"replica {pod} was OOMKilled (memory limit 8Gi); CrashLoopBackOff", ended
+        finally:
+            await fresh.close()
+    scenario(cluster, tmp_path, body)

@@ -1,0 +1,114 @@
+"""A failing job pod, end to end: the service hears the cause, releases the GPUs, and requeues
+what the cluster (not the user) stopped (docs/launchers.md, "When a pod fails").
+
+Real: JupyterHub + proxy + the ComputeHub service, and the launcher driver (the hub's managed
+service) with the KubeLauncher backend, talking HTTP to the Kubernetes API. Emulated: the
+Kubernetes API (kmock, tests/spawner/kmock_cluster.py), the job controller
+(tests/spawner/kube_controllers.py makes each Job's pods) and the kubelet (the test writes the
+pod status a kubelet writes: a waiting ErrImagePull, Running; or writes nothing, as a node that
+never takes the pod). Declared GPU node: "kube-gpu-1" with 4 A100.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub_ext"))
+from kmock_cluster import KmockCluster  # noqa: E402
+from kube_controllers import JobController  # noqa: E402
+from localhub import wait_for  # noqa: E402
+from realhub import RealHub  # noqa: E402
+
+NS = "hub"
+SERVICE = """
+c.ComputeHubService.nodes = [{"name": "kube-gpu-1", "gpus": 4, "gpu_model": "a100", "cpu": 64, "memory": "512Gi"}]
+c.ComputeHubService.initial_queues = [
+    {"name": "org"},
+    {"name": "vision", "parent": "org", "guaranteed": {"gpu": 4, "cpu": 64, "memory": "512Gi"}, "groups": ["vision"]},
+]
+c.LauncherApp.backend_class = "spawner.launch_kube.KubeLauncher"
+c.LauncherApp.poll_interval = 0.3
+c.KubeLauncher.namespace = "hub"
+c.KubeLauncher.kubeconfig = KUBECONFIG
+c.KubeLauncher.container_start_grace = 0
+c.KubeLauncher.unscheduled_grace = 2
+"""
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    d = tmp_path_factory.mktemp("kube-failures")
+    cluster = KmockCluster(d).start()
+    cluster.controllers.append(JobController(cluster))
+    kubeconfig = cluster.write_kubeconfig(d / "kubeconfig", NS)
+    h = RealHub(d, extra_service_config=SERVICE.replace("KUBECONFIG", repr(str(kubeconfig))),
+                configure_kwargs="launcher=True")
+    h.cluster = cluster
+    try:
+        h.start()
+        yield h
+    finally:
+        h.stop()
+        cluster.stop()
+
+
+def submit(hub, gpus: int) -> str:
+    r = hub.call("POST", "/workloads", hub.tokens["alice"], json={
+        "kind": "training", "queue": "vision", "resources": {"gpu": gpus, "cpu": 4, "memory": "16Gi"},
+        "gpu_model": "a100", "metadata": {"job": {"command": ["python", "train.py"]}}})
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
+
+
+def get(hub, wid) -> dict:
+    return hub.call("GET", f"/workloads/{wid}", hub.tokens["ada"]).json()
+
+
+def pods(hub, wid) -> list[dict]:
+    return [p for p in hub.cluster.objects("pods", NS) if p["metadata"]["labels"].get("computehub/workload") == wid]
+
+
+def kubelet_writes(hub, pod: dict, status: dict) -> None:
+    hub.cluster.run(hub.cluster.patch_pod_status(NS, pod["metadata"]["name"], status))
+
+
+RUNNING = {"phase": "Running", "hostIP": "10.0.0.1", "containerStatuses": [{
+    "name": "worker", "ready": True, "restartCount": 0, "image": "x", "imageID": "", "state": {"running": {}}}]}
+
+
+def test_an_image_pull_failure_fails_the_job_with_the_cause_and_frees_its_gpus(hub):
+    wid = submit(hub, 4)
+    [pod] = wait_for("its pod", lambda: pods(hub, wid), 30)
+    kubelet_writes(hub, pod, {"phase": "Pending", "hostIP": "10.0.0.1", "containerStatuses": [{
+        "name": "worker", "ready": False, "restartCount": 0, "image": "registry.example/foo:bar", "imageID": "",
+        "state": {"waiting": {"reason": "ImagePullBackOff",
+                              "message": 'Back-off pulling image "registry.example/foo:bar"'}}}]})
+    w = wait_for("failed", lambda: (x := get(hub, wid))["state"] in ("failed", "finished") and x, 60)
+    assert w["state"] == "failed", w
+    assert "could not be pulled: ImagePullBackOff: Back-off pulling image" in w["reason"], w
+    # its 4 GPUs are free: a job asking for all of them runs
+    other = submit(hub, 4)
+    [pod] = wait_for("the next job's pod", lambda: pods(hub, other), 30)
+    kubelet_writes(hub, pod, RUNNING)
+    wait_for("the next job running", lambda: get(hub, other)["state"] == "running", 30)
+    assert hub.call("DELETE", f"/workloads/{other}", hub.tokens["alice"]).status_code == 200
+
+
+def test_a_pod_its_node_never_starts_is_requeued_with_the_reason_and_runs_again(hub):
+    wid = submit(hub, 2)
+    first = wait_for("its pod", lambda: pods(hub, wid), 30)[0]       # no kubelet ever takes it
+    events = wait_for("node_lost and requeued", lambda: (
+        e := hub.call("GET", f"/audit?workload={wid}", hub.tokens["ada"]).json().get("events", []))
+        and {"node_lost", "requeued"} <= {x["kind"] for x in e} and e, 60)
+    lost = next(e for e in events if e["kind"] == "node_lost")
+    assert "worker 0 was not started by node kube-gpu-1 for " in lost["reason"], lost
+    # admitted again, as a fresh Job whose pod a kubelet does take
+    again = wait_for("a new pod", lambda: [p for p in pods(hub, wid)
+                                           if p["metadata"]["uid"] != first["metadata"]["uid"]], 60)[0]
+    kubelet_writes(hub, again, RUNNING)
+    wait_for("running again", lambda: get(hub, wid)["state"] == "running" and get(hub, wid)["id"] == wid, 30)
+    assert hub.call("DELETE", f"/workloads/{wid}", hub.tokens["alice"]).status_code == 200
