@@ -72,18 +72,15 @@ class ServiceClient:
         my queues' usage against guarantee and limit."""
         me = await self.me()
         user = me["name"]
-        live, ended_total, queues = await asyncio.gather(
+        # The latest few ended ones straight from the service's newest-first page: one small
+        # query, however long the user's history (the panel asks every few seconds).
+        live, recent, queues = await asyncio.gather(
             self.call("GET", "workloads", {"user": user, "limit": 1000}),
-            self.call("GET", "workloads", [("user", user), ("limit", 1)] + [("state", s) for s in TERMINAL]),
+            self.call("GET", "workloads", [("user", user), ("limit", RECENT_ENDED), ("order", "newest")]
+                      + [("state", s) for s in TERMINAL]),
             self.call("GET", "queues"))
         workloads = live["workloads"]
-        total = ended_total["total"]
-        ended = []
-        if total:
-            page = await self.call("GET", "workloads", [("user", user), ("limit", RECENT_ENDED),
-                                                        ("offset", max(0, total - RECENT_ENDED))]
-                                   + [("state", s) for s in TERMINAL])
-            ended = sorted(page["workloads"], key=lambda w: w.get("ended_at") or 0, reverse=True)
+        ended = sorted(recent["workloads"], key=lambda w: w.get("ended_at") or 0, reverse=True)
         waiting = [w for w in workloads if w["state"] in WAITING]
         details = await asyncio.gather(*(self._detail(w["id"]) for w in waiting))
         for w, d in zip(waiting, details):

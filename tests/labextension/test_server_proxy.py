@@ -117,6 +117,12 @@ async def test_cancel_logs_and_recently_ended(jp_fetch, hub):
     code, body = await fetch(jp_fetch, "workloads")
     ended = [x for x in body["workloads"] if x["id"] == w["id"]]
     assert ended and ended[0]["state"] == "cancelled" and ended[0]["reason"] == "cancelled by alice"
+    # With more history, the panel gets the latest five only, newest first.
+    later = [submit(hub, "alice", name=f"later-{i}", kind="batch", resources={"gpu": 1})["id"] for i in range(6)]
+    for wid in later:
+        assert (await fetch(jp_fetch, "workloads", wid, method="DELETE"))[0] == 200
+    code, body = await fetch(jp_fetch, "workloads")
+    assert [x["id"] for x in body["workloads"] if x["state"] == "cancelled"] == later[::-1][:5], body
     # Someone else's work is not mine to cancel, and the service does not even admit it exists.
     other = submit(hub, "bob", name="bobs", kind="batch", resources={"gpu": 1})
     code, body = await fetch(jp_fetch, "workloads", other["id"], method="DELETE")
