@@ -30,9 +30,10 @@ DISRUPTED = {
     "TerminationByKubelet": "evicted from node {node} by its kubelet",
     "EvictionByEvictionAPI": "evicted from node {node} (a drain or the eviction API)",
 }
-# Pod-level reasons of a Failed pod that the node, not the workload, caused.
+# Pod-level reasons of a Failed pod that the node, not the workload, caused (and any "OutOf<resource>":
+# the kubelet refused it for want of that resource).
 NODE_REFUSED = ("OutOfcpu", "OutOfmemory", "OutOfpods", "UnexpectedAdmissionError", "NodeAffinity",
-                "NodeLost", "Shutdown", "Terminated", "NodeShutdown")
+                "NodeLost", "Shutdown", "Terminated", "NodeShutdown", "Preempting")   # Preempting: by the kubelet
 
 
 @dataclass
@@ -154,7 +155,8 @@ def disrupted(pod: dict, who: str) -> PodTrouble | None:
     if status.get("phase") == "Failed" and status.get("reason") == "Evicted":
         msg = (status.get("message") or "").strip()[:300]
         return PodTrouble(f"{who}: evicted from node {node}" + (f": {msg}" if msg else ""), cluster=True)
-    if status.get("phase") == "Failed" and status.get("reason") in NODE_REFUSED:
+    if status.get("phase") == "Failed" and (status.get("reason") in NODE_REFUSED
+                                            or str(status.get("reason") or "").startswith("OutOf")):
         msg = (status.get("message") or "").strip()[:300]
         return PodTrouble(f"{who}: node {node} refused or lost it: {status['reason']}" + (f": {msg}" if msg else ""),
                           cluster=True)

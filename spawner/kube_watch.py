@@ -71,8 +71,8 @@ class PodWatch(LauncherBackend):
             # a pod still waiting to start cannot be why it failed: only ended or disrupted ones
             trouble = pod_trouble(pod, who, now, pull_grace=float("inf"), pending_grace=float("inf"))
             if trouble:
-                return await self._trouble_ended(workload, PodTrouble(
-                    f"{trouble.reason} (the Job failed: {cond.reason or 'Failed'})", trouble.exit_code, trouble.cluster))
+                why = f"{trouble.reason} (the Job failed: {cond.reason or 'Failed'})"
+                return await self._trouble_ended(workload, PodTrouble(why, trouble.exit_code, trouble.cluster))
         here = {pod["metadata"]["name"] for pod, _ in await self._job_pods(workload, job)}
         gone = [(name, who) for name, who in self._workers.get(workload["id"], {}).items() if name not in here]
         if gone and (cond.reason or "") != "DeadlineExceeded":

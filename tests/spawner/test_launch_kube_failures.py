@@ -107,10 +107,11 @@ class Driver:
         await self.kube(send())
 
     def pods(self, wid: str) -> list[dict]:
-        return [p for p in self.cluster.objects("pods", NS) if p["metadata"]["labels"].get("computehub/workload") == wid]
+        return self.objects("pods", wid)
 
     def objects(self, plural: str, wid: str) -> list[dict]:
-        return [o for o in self.cluster.objects(plural, NS) if o["metadata"]["labels"].get("computehub/workload") == wid]
+        return [o for o in self.cluster.objects(plural, NS)
+                if o["metadata"]["labels"].get("computehub/workload") == wid]
 
     async def pod_status(self, name: str, status: dict) -> None:
         await self.kube(self.cluster.patch_pod_status(NS, name, status))
