@@ -13,6 +13,7 @@ import logging
 import os
 import secrets
 import signal
+import sys
 import time
 from urllib.parse import urlparse
 
@@ -24,6 +25,7 @@ from traitlets.config import Application
 from jupyterhub.services.auth import HubOAuthCallbackHandler
 from scheduler import EngineConfig, Scheduler, StoreUnavailable
 from scheduler.model import PENDING
+from scheduler.store.exclusive import LostExclusivity
 
 from . import api_admin as A
 from . import api_status as S
@@ -109,6 +111,11 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Applicatio
     initial_queues = List(Dict(), config=True,
                           help="Queues created at start when the database has none (later edits are kept).")
     audit_log_file = Unicode("", config=True, help="File to append jupyter_events audit records to ('' = off).")
+    other_service_wait = Float(0.0, config=True,
+                               help="Seconds to wait at start while another ComputeHub service holds the "
+                                    "database (one service per database), before refusing to start; 0 "
+                                    "refuses at once. For a replacement started while the service it "
+                                    "replaces is still stopping.")
 
     @default("data_dir")
     def _data_dir(self):
@@ -139,6 +146,7 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Applicatio
         self.logs_dir = os.path.join(self.data_dir, "logs")
         self.version = VERSION
         self.stopping = False
+        self.exit_status = 0
         self.sched = Scheduler(self.open_store(), self.engine_config, prices=dict(self.prices))
         try:
             self.sched.store.refresh_statistics()     # a long history is read by index from the start
@@ -300,6 +308,12 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Applicatio
                 break
             try:
                 self.run_cycle()
+            except LostExclusivity as e:
+                # Another service has the database now: whatever this one decided would clash.
+                self.log.critical("%s: it stops scheduling and exits", e)
+                self.exit_status = 1
+                self._stop.set()
+                break
             except StoreUnavailable as e:
                 # One line when it starts, not a traceback a cycle: memory is as it was (or is
                 # rebuilt once the database can be read), and each cycle tries again.
@@ -319,13 +333,15 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Applicatio
 
     def start(self):
         asyncio.run(self._serve())
+        if self.exit_status:
+            sys.exit(self.exit_status)
 
     async def _serve(self):
         u = urlparse(self.url)
         server = HTTPServer(self.make_app(), xheaders=True)
         server.listen(u.port or 80, u.hostname or "127.0.0.1")
         self.log.info("ComputeHub %s listening on %s%s", VERSION, self.url, self.service_prefix)
-        stop = asyncio.Event()
+        self._stop = stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import os
 import re
+import time
 
 from traitlets import validate
 
 from scheduler import ValidationError
 from scheduler.errors import Conflict, StoreUnavailable
+from scheduler.store.exclusive import HeldElsewhere, holder_record
 from scheduler.store.sql import SqlStore
 from scheduler.validation import MODEL, node as check_node, queue as check_queue, queue_tree
 from scheduler.config_checks import ConfigError, StrictConfig, check_number, check_url, recheck
@@ -39,7 +41,7 @@ class ServiceConfig(StrictConfig):
     def _cycle_interval(self, proposal):
         return check_number(f"{S}.cycle_interval", proposal.value, low=0, low_open=True, unit="seconds")
 
-    @validate("cycle_delay", "cycle_min_interval")
+    @validate("cycle_delay", "cycle_min_interval", "other_service_wait")
     def _cycle_pauses(self, proposal):
         return check_number(f"{S}.{proposal.trait.name}", proposal.value, low=0, unit="seconds")
 
@@ -143,18 +145,46 @@ class ServiceConfig(StrictConfig):
                                   f"{e.strerror or e}") from None
 
     def open_store(self) -> SqlStore:
-        """The database of ``db_url``, or one line saying why it cannot be opened."""
+        """The database of ``db_url``, held by this service alone (``scheduler/store/exclusive.py``):
+        taken before anything is written (migrations included), or one line saying why not."""
         from sqlalchemy.engine import make_url
         from sqlalchemy.exc import SQLAlchemyError
         shown = make_url(self.db_url).render_as_string(hide_password=True)
+        store = None
         try:
-            return SqlStore(self.db_url)
+            store = SqlStore(self.db_url, migrate=False)
+            self._hold_store(store)
+            return store
+        except HeldElsewhere as e:
+            store.close()
+            # Exit 1: it is not a setting to fix, and the other service may be gone by the next try.
+            raise ConfigError(f"{e}: stop it first", status=1) from None
         except (SQLAlchemyError, StoreUnavailable) as e:
+            if store is not None:
+                store.close()
             why = e.detail if isinstance(e, StoreUnavailable) else _first_line(getattr(e, "orig", None) or e)
             hint = " (does its folder exist, and may the service write there?)" \
                 if shown.startswith("sqlite") else ""
             # The database may only be down for now: exit 1, so whoever restarts the service may retry.
             raise ConfigError(f"cannot open the database {shown} ({S}.db_url): {why}{hint}", status=1) from None
+
+    def _hold_store(self, store: SqlStore) -> None:
+        """Take the database (waiting up to ``other_service_wait`` for another service to let go)."""
+        deadline = time.monotonic() + self.other_service_wait
+        told = False
+        while True:
+            try:
+                store.hold_exclusively(holder_record(self.url))
+                return
+            except HeldElsewhere as e:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise
+                if not told:
+                    self.log.warning("%s; waiting up to %.0f s for it to stop (%s.other_service_wait)",
+                                     e, left, S)
+                    told = True
+                time.sleep(min(0.5, left))
 
     def apply_start_config(self) -> None:
         """Register ``nodes``; create ``initial_queues`` (parents first) when there are none yet."""
