@@ -34,6 +34,9 @@ class BaseHandler(HubOAuthenticated, web.RequestHandler):
     """Authenticated through the hub: an API token (``Authorization: token ...``)
     or the OAuth cookie a browser gets by logging in to the hub."""
 
+    # Whether memory must be what the database holds before the handler runs (see prepare).
+    needs_current_memory = True
+
     @property
     def service(self):
         return self.settings["computehub"]
@@ -41,7 +44,7 @@ class BaseHandler(HubOAuthenticated, web.RequestHandler):
     async def prepare(self):
         # Resolve the user without blocking the event loop; get_current_user reuses it.
         try:
-            await self.hub_auth.get_user(self, sync=False)
+            self.service.metrics.health.client_seen(await self.hub_auth.get_user(self, sync=False))
         except web.HTTPError as e:
             # The hub's API did not answer (a hub restart, an upgrade): not this service's fault
             # nor the caller's. 503 tells clients to retry; HubAuth says 500 or 502.
@@ -56,7 +59,8 @@ class BaseHandler(HubOAuthenticated, web.RequestHandler):
             HubOAuthenticated.check_xsrf_cookie(self)
         # After a failed transaction memory may wait to be rebuilt from the database: until it
         # is, nothing is answered from it (503 while the database cannot be read).
-        self.service.sched.ensure_current()
+        if self.needs_current_memory:
+            self.service.sched.ensure_current()
 
     def get_current_user(self):
         """``HubAuthenticated.get_current_user`` without its blocking call: it asks
@@ -192,6 +196,8 @@ class BaseHandler(HubOAuthenticated, web.RequestHandler):
                     "message": exc.log_message or self._reason}
         else:
             body = {"error": "internal", "message": "internal error; the service log has the details"}
+        if status_code == 503:      # the database or the hub's API away: counted for the metrics
+            self.service.metrics.answered_unavailable(body["error"])
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps(body))
 

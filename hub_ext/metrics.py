@@ -1,92 +1,38 @@
 """Prometheus metrics at ``/services/computehub/metrics`` (JupyterHub's naming style).
 
-Gauges are read from the scheduler's state at scrape time; histograms and
-counters are fed as cycles run. Reading needs the hub's ``read:metrics`` scope
-(or ComputeHub's admin scope) unless ``authenticate_metrics`` is off.
+Gauges are read from memory at scrape time: the scheduler's state (metrics_state.py) and the
+service's health (metrics_health.py); histograms and counters are fed as cycles run and
+requests are answered. Reading needs the hub's ``read:metrics`` scope (or ComputeHub's admin
+scope) unless ``authenticate_metrics`` is off. docs/service.md lists every metric.
 """
 
 from __future__ import annotations
 
-import time
+import time  # noqa: F401 - tests fix the scrape's clock through hub_ext.metrics.time.time
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client import ProcessCollector
 
-from scheduler.model import HOLDING, PENDING, RUNNING
-from scheduler.preemption import since_checkpoint
-from scheduler.resources import FLAVOR_PREFIX
+from scheduler.errors import StoreUnavailable
 
 from .base import BaseHandler
+from .metrics_health import Health, HealthCollector
+from .metrics_state import StateCollector
 from .scopes import ADMIN, READ_METRICS
 
 WAIT_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400, float("inf"))
 CYCLE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, float("inf"))
-
-
-class _StateCollector:
-    def __init__(self, service):
-        self.service = service
-
-    def collect(self):
-        st = self.service.sched.state
-        workloads = GaugeMetricFamily("computehub_workloads", "Workloads by state, queue and priority class",
-                                      labels=["state", "queue", "priority"])
-        counts: dict[tuple, int] = {}
-        for w in st.workloads.values():
-            state = "pending" if w.state == PENDING else "running" if w.state in HOLDING else w.state
-            key = (state, w.queue, w.priority)
-            counts[key] = counts.get(key, 0) + 1
-        for key, n in sorted(counts.items()):
-            workloads.add_metric(list(key), n)
-        yield workloads
-        total = GaugeMetricFamily("computehub_gpus_total", "GPUs on schedulable nodes by flavor",
-                                  labels=["flavor"])
-        used = GaugeMetricFamily("computehub_gpus_allocated", "GPUs allocated by flavor", labels=["flavor"])
-        inv = st.inventory
-        for key in sorted(k for k in inv.capacity if k == "gpu" or k.startswith(FLAVOR_PREFIX)):
-            flavor = "all" if key == "gpu" else key[len(FLAVOR_PREFIX):]
-            total.add_metric([flavor], inv.capacity[key])
-            used.add_metric([flavor], inv.capacity[key] - inv.free.get(key, 0))
-        yield total
-        yield used
-        yield from self._checkpoints(st, time.time())
-
-    @staticmethod
-    def _checkpoints(st, now: float):
-        """What preempting all running preemptible work now would throw away, per queue: the
-        GPU-seconds since each job's last checkpoint (reported, or implied by a declared
-        cadence), and how many jobs nothing is known of (they would lose their whole run)."""
-        risk = GaugeMetricFamily("computehub_work_at_risk_gpu_seconds",
-                                 "GPU-seconds of progress since the last checkpoint of running preemptible "
-                                 "work (reported or declared): what preempting it all now would lose",
-                                 labels=["queue"])
-        unknown = GaugeMetricFamily("computehub_running_without_checkpoints",
-                                    "Running preemptible workloads that neither report nor declare "
-                                    "checkpoints: a preemption loses their whole run", labels=["queue"])
-        at_risk: dict[str, float] = {}
-        blind: dict[str, int] = {}
-        for w in st.holding.values():
-            cls = st.classes.get(w.priority)
-            if w.state != RUNNING or cls is None or not cls.preemptible:
-                continue
-            lost = since_checkpoint(w, cls, now)
-            at_risk.setdefault(w.queue, 0.0)
-            blind.setdefault(w.queue, 0)
-            if lost is None:
-                blind[w.queue] += 1
-            else:
-                at_risk[w.queue] += lost * w.gpus
-        for q in sorted(at_risk):
-            risk.add_metric([q], at_risk[q])
-            unknown.add_metric([q], blind[q])
-        yield risk
-        yield unknown
+# The 503s the service answers when what it depends on is away (errors the caller should retry).
+UNAVAILABLE = ("database_unavailable", "hub_unavailable")
 
 
 class Metrics:
     def __init__(self, service):
         self.registry = CollectorRegistry(auto_describe=True)
-        self.registry.register(_StateCollector(service))
+        self.health = Health()
+        self.registry.register(StateCollector(service))
+        self.registry.register(HealthCollector(service, self.health))
+        ProcessCollector(registry=self.registry)     # process_start_time_seconds: restarts
         self.queue_wait = Histogram("computehub_queue_wait_seconds", "Time from submission to admission",
                                     ["queue"], buckets=WAIT_BUCKETS, registry=self.registry)
         self.cycle = Histogram("computehub_scheduling_cycle_duration_seconds", "Duration of a scheduling cycle",
@@ -101,9 +47,16 @@ class Metrics:
             "computehub_preempted_work_lost_gpu_seconds",
             "GPU-seconds of progress preemption threw away (since the victims' last checkpoints; "
             "only work that reports or declares its checkpoints is counted)", ["queue"], registry=self.registry)
+        self.unavailable = Counter(
+            "computehub_unavailable_responses",
+            "Requests answered 503 because the database (database_unavailable) or JupyterHub's API "
+            "(hub_unavailable) did not answer", ["error"], registry=self.registry)
+        for code in UNAVAILABLE:
+            self.unavailable.labels(code)
 
     def observe_cycle(self, res) -> None:
         self.cycle.observe(res.seconds)
+        self.health.last_cycle = res.now
         for w in res.admitted:
             self.admissions.labels(w.queue).inc()
             self.queue_wait.labels(w.queue).observe(max(0.0, res.now - w.submitted_at))
@@ -112,13 +65,25 @@ class Metrics:
             if v.id in res.lost:
                 self.preempted_work.labels(v.queue).inc(res.lost[v.id] * v.gpus)
 
+    def answered_unavailable(self, code: str) -> None:
+        if code in UNAVAILABLE:
+            self.unavailable.labels(code).inc()
+
 
 class MetricsHandler(BaseHandler):
+    # Served from memory even while it waits to be read back from the database: that is when
+    # computehub_database_up must be seen (the state's gauges are left out meanwhile).
+    needs_current_memory = False
+
     async def get(self):
         if self.service.authenticate_metrics:
             caller = self.caller
             self.require(caller.is_admin or READ_METRICS in caller.scopes or
                          any(s.startswith(READ_METRICS) for s in caller.scopes), "read metrics (read:metrics)")
+        try:
+            self.service.sched.ensure_current()
+        except StoreUnavailable:
+            pass
         self.set_header("Content-Type", CONTENT_TYPE_LATEST)
         self.finish(generate_latest(self.service.metrics.registry))
 
