@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import textwrap
 from pathlib import Path
@@ -23,7 +22,7 @@ import pytest
 import requests
 from chart import CHART, NAMESPACE, one, render, secret_data
 from pods import container_process, stop
-from prometheus_client.parser import text_string_to_metric_families
+from promql import PROMETHEUS_OWN, metric_names, selectors, served_names
 from realhub import RealHub, free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spawner"))
@@ -79,7 +78,7 @@ def deployed(tmp_path_factory, pg_server):
     hub_port, service_port = free_port(), free_port()
     objs = render(d, f"hub.apiUrl=http://127.0.0.1:{hub_port}/hub/api", f"service.port={service_port}",
                   f"database.url={pg_server.create_database()}", "hub.admins={ada}", "hub.notebookWatch=false",
-                  "metrics.serviceMonitor.enabled=true",
+                  "metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true",
                   values={"service": {"queues": QUEUES, "cycleInterval": 0.5}, "inventory": {"interval": 0.5}})
     secrets = secret_data(objs)
     snippet = one(objs, "ConfigMap", name="t-computehub")["data"]["computehub_hub_config.py"]
@@ -140,26 +139,33 @@ def test_the_charts_tokens_carry_their_scopes_and_no_more(deployed):
     assert hub.call("GET", "/me", hub.tokens["lin"]).json()["admin"] is False
 
 
-def test_prometheus_scrapes_what_the_dashboard_plots_with_a_token_good_for_nothing_else(deployed):
+def test_prometheus_scrapes_what_the_dashboard_plots_and_the_alerts_read(deployed):
     """As the ServiceMonitor says: its path, its bearer token from the Secret; every metric the
-    dashboard plots is served."""
+    dashboard plots and the PrometheusRule's alerts read is served, and the clients the alerts
+    watch for silence are the chart's launcher and inventory as the service sees them."""
     hub, objs = deployed
     endpoint = one(objs, "ServiceMonitor")["spec"]["endpoints"][0]
     token = secret_data(objs)[endpoint["authorization"]["credentials"]["key"]]
     assert hub.call("GET", "/workloads", token).status_code == 403
     assert hub.call("PUT", "/nodes/x", token, json={"gpus": 1}).status_code == 403
     dashboard = json.loads((CHART / "files" / "dashboard.json").read_text())
-    wanted = {m for p in dashboard["panels"] for t in p["targets"] for m in re.findall(r"computehub_\w+", t["expr"])}
-    r = requests.get(hub.url + endpoint["path"], headers={"Authorization": f"Bearer {token}"}, timeout=10)
-    assert r.status_code == 200, r.text
-    served = set()
-    for f in text_string_to_metric_families(r.text):
-        served |= {f.name} | {s.name for s in f.samples}
-        if f.type == "counter":
-            served.add(f.name + "_total")
-        if f.type == "histogram":
-            served |= {f.name + s for s in ("_bucket", "_sum", "_count")}
-    assert len(wanted) >= 8 and wanted <= served, wanted - served
+    plotted = {m for p in dashboard["panels"] for t in p.get("targets", ()) for m in metric_names(t["expr"])}
+    alerts = [r for g in one(objs, "PrometheusRule")["spec"]["groups"] for r in g["rules"]]
+    read = {m for r in alerts for m in metric_names(r["expr"])} - PROMETHEUS_OWN
+    silent = {eq["client"] for r in alerts for _, eq in selectors(r["expr"]) if "client" in eq}
+
+    def scrape():
+        r = requests.get(hub.url + endpoint["path"], headers={"Authorization": f"Bearer {token}"}, timeout=10)
+        assert r.status_code == 200, r.text
+        return r.text
+    served = served_names(scrape())
+    assert len(plotted) >= 15 and plotted <= served, plotted - served
+    assert len(read) >= 8 and read <= served, read - served
+    # Both poll the service (the inventory every 0.5 s here, the launcher every 0.3 s).
+    assert silent == {"computehub-launcher", "computehub-inventory"}
+    seen = wait_for("the launcher and the inventory call", lambda: (text := scrape()) and all(
+        f'computehub_client_last_request_timestamp_seconds{{client="{c}"}}' in text for c in silent))
+    assert seen
 
 
 def kube_node(name: str, gpus: int) -> dict:
