@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hub_login import fill_hub_login
 from playwright import sync_api
 
 
@@ -33,10 +34,7 @@ def admin_hub(fresh_hub):
 def login(page, hub, url: str, user: str) -> None:
     """Visit ``url``: the service sends us to the hub's login form, then through OAuth back."""
     page.goto(url)
-    page.wait_for_url(re.compile(r".*/hub/login.*"))
-    page.fill("#username_input", user)
-    page.fill("#password_input", "pw")
-    page.click("#login_submit")
+    fill_hub_login(page, user)
     page.wait_for_load_state()
     if "/oauth2/authorize" in page.url:    # the hub asks once whether the service may know who we are
         page.click("button[type=submit]:has-text('Authorize')")

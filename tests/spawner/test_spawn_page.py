@@ -24,6 +24,7 @@ from playwright import sync_api
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub_ext"))
 from test_admin_pages import ARTIFACTS  # noqa: E402
+from hub_login import fill_hub_login  # noqa: E402
 from localhub import hub_api, server_model, server_procs, wait_for, wait_ready  # noqa: E402
 from test_local_spawner import latest, qhub  # noqa: E402,F401 - qhub is a fixture
 
@@ -46,10 +47,7 @@ def test_spawn_page_shows_queue_position_then_moves_on(qhub, browser, tmp_path):
     try:
         # bob logs in through the hub's form and starts his server from the browser.
         page.goto(hub.url + "/hub/spawn")
-        page.wait_for_url(re.compile(r".*/hub/login.*"))
-        page.fill("#username_input", "bob")
-        page.fill("#password_input", "pw")
-        page.click("#login_submit")
+        fill_hub_login(page, "bob")
         page.wait_for_url(re.compile(r".*/hub/spawn-pending/bob.*"))
         pending_url = page.url
 

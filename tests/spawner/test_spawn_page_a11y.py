@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub_ext"))
 from a11y import assert_accessible  # noqa: E402
+from hub_login import fill_hub_login  # noqa: E402
 from localhub import hub_api, wait_for, wait_ready  # noqa: E402
 from test_local_spawner import latest, qhub  # noqa: E402,F401 - qhub is a fixture
 
@@ -48,10 +49,7 @@ def test_queued_spawn_page_is_accessible_and_announces_the_queue(qhub, browser):
     page.set_default_timeout(30_000)
     try:
         page.goto(hub.url + "/hub/spawn")
-        page.wait_for_url(re.compile(r".*/hub/login.*"))
-        page.fill("#username_input", "bob")
-        page.fill("#password_input", "pw")
-        page.click("#login_submit")
+        fill_hub_login(page, "bob")
         page.wait_for_url(re.compile(r".*/hub/spawn-pending/bob.*"))
         message = page.locator("#progress-message")
         sync_api.expect(message).to_contain_text("position 1", timeout=30_000)
