@@ -5,7 +5,8 @@ Each worker is one process in its own session and process group, with
 ``<logs_dir>/<workload id>.log``. Multi-worker jobs get ``RANK``, ``WORLD_SIZE``,
 ``LOCAL_RANK``, ``MASTER_ADDR=127.0.0.1`` and one free ``MASTER_PORT``; inference
 replicas get ``PORT``. Stopping sends SIGTERM to every worker's group, waits the
-grace period, then SIGKILLs what is left.
+grace period, then SIGKILLs what is left (``local_runs``: also what a job left running after
+it exited). Why a job ended, or could not start, is put in words by ``local_failures``.
 
 Identity: run as the user's OS account when the launcher is root and one exists
 (like JupyterHub's LocalProcessSpawner); otherwise as the launcher's own user —
@@ -18,58 +19,22 @@ import asyncio
 import json
 import os
 import pwd
-import signal
 import subprocess
 import time
-from dataclasses import dataclass, field
 
-from traitlets import Bool, Integer, List, Unicode, default
+from traitlets import Bool, Float, Integer, List, Unicode, default
 
 from .checkpoints import newest_save
 from .launch_base import CHECKPOINT_ENV, REPORT_TOKEN_ENV, Ended, LaunchError, LauncherBackend, gpus_of, job_of
 from .launcher_settings import LocalLauncherChecks
 from .local_endpoints import answers_http, group_listens
-from .process_groups import free_port, group_alive, signal_group, start_time
+from .local_failures import WRAPPER, disk_full, exit_reason, start_error
+from .local_runs import Run, Worker, kill_run, leftovers, save_record
+from .process_groups import free_port, start_time
 
-# The worker's command runs under sh so its exit code lands in a file: a launcher that
-# restarts while the job runs is no longer its parent and could not learn it otherwise.
-WRAPPER = '"$@"; rc=$?; echo $rc > "$COMPUTEHUB_EXIT_FILE"; exit $rc'
 # Run as the job's OS account: its folders, no exit codes of an earlier run, the script from stdin.
 PREPARE = ('umask 022; mkdir -p -- "$1" "$2" || exit 1; rm -f -- "$1"/exit.* || exit 1; '
            'if [ -n "$3" ]; then cat > "$3" || exit 1; fi')
-
-
-@dataclass
-class Worker:
-    rank: int
-    pid: int
-    started: int | None            # /proc start time, to recognise the process after a launcher restart
-    exit_file: str
-    port: int | None = None
-    proc: subprocess.Popen | None = None   # None once adopted from a record (not our child)
-
-    def returncode(self) -> int | None:
-        """None while it runs; its exit code once it ended (128+N when killed by signal N)."""
-        if self.proc is not None:
-            rc = self.proc.poll()
-            if rc is None:
-                return None
-            return 128 - rc if rc < 0 else rc
-        now = start_time(self.pid, running=True)
-        if (now == self.started and now is not None) or (now is None and group_alive(self.pid)):
-            return None                   # still running (or its group is, after its shell died)
-        try:
-            with open(self.exit_file) as f:
-                return int(f.read().strip())
-        except (OSError, ValueError):
-            return -1                     # it ended while nobody watched; its code is unknown
-
-
-@dataclass
-class Run:
-    workers: list[Worker] = field(default_factory=list)
-    node: str = ""
-    checkpoint_dir: str = ""
 
 
 class LocalLauncher(LocalLauncherChecks, LauncherBackend):
@@ -96,6 +61,9 @@ class LocalLauncher(LocalLauncherChecks, LauncherBackend):
     checkpoint_dir_template = Unicode("{home}/.computehub/checkpoints/{id}", config=True, help="""Per-workload
         folder given to jobs as $COMPUTEHUB_CHECKPOINT_DIR; it is kept when the job is preempted and
         requeued (same workload id), so the job can resume from what it saved there.""")
+    ready_timeout = Float(600.0, config=True, help="""Seconds an inference service may take to answer HTTP
+        on its port before it is stopped and reported failed (it would hold its GPUs without serving;
+        0 = wait for ever).""")
     host = Unicode("127.0.0.1", config=True, help="Address inference endpoints are reached at (and MASTER_ADDR).")
     node_name = Unicode("", config=True, help="Node name reported for local jobs ('' = the placement's).")
     job_computehub_url = Unicode(config=True, help="""$COMPUTEHUB_URL in jobs' environment: where a job
@@ -171,14 +139,17 @@ class LocalLauncher(LocalLauncherChecks, LauncherBackend):
         folders lie in the user's home, and a root launcher that followed a link planted there
         would write where the user may not (a script "saved" over /etc/passwd)."""
         if pw is None:                   # the launcher's own user: no one to trick
-            for d in (run_dir, ckpt):
-                os.makedirs(d, 0o755, exist_ok=True)
-            for name in os.listdir(run_dir):
-                if name.startswith("exit."):
-                    os.unlink(os.path.join(run_dir, name))    # from a run before a preemption
-            if script is not None:
-                with open(script, "w") as f:
-                    f.write(text)
+            try:
+                for d in (run_dir, ckpt):
+                    os.makedirs(d, 0o755, exist_ok=True)
+                for name in os.listdir(run_dir):
+                    if name.startswith("exit."):
+                        os.unlink(os.path.join(run_dir, name))    # from a run before a preemption
+                if script is not None:
+                    with open(script, "w") as f:
+                        f.write(text)
+            except OSError as e:
+                raise LaunchError(start_error(e, "could not prepare the job's folders")) from None
             return
         proc = await asyncio.create_subprocess_exec(
             "/bin/sh", "-c", PREPARE, "computehub-prepare", run_dir, ckpt, script or "",
@@ -192,8 +163,10 @@ class LocalLauncher(LocalLauncherChecks, LauncherBackend):
             raise LaunchError(f"preparing the job's folders as {pw.pw_name} took over 30 s") from None
         if proc.returncode:
             why = err.decode(errors="replace").strip().splitlines()
-            raise LaunchError(f"could not prepare the job's folders as {pw.pw_name}: "
-                              f"{why[-1] if why else 'exit code %d' % proc.returncode}")
+            why = why[-1] if why else "exit code %d" % proc.returncode
+            if "No space left" in why or "Disk quota" in why:
+                why += " (the disk is full: an operator must free space)"
+            raise LaunchError(f"could not prepare the job's folders as {pw.pw_name}: {why}")
 
     # --- the backend interface ---------------------------------------------------------
 
@@ -208,17 +181,19 @@ class LocalLauncher(LocalLauncherChecks, LauncherBackend):
         run_dir = self.run_dir_template.format(**subst)
         ckpt = self.checkpoint_dir_template.format(**subst)
         script = os.path.join(run_dir, "script.py") if job.script is not None else None
-        await self._prepare(pw, run_dir, ckpt, script, job.script)
-        cmd = list(job.command)
-        if script is not None:
-            cmd = [a.replace("{script}", script) for a in cmd]
-        os.makedirs(self.logs_dir, exist_ok=True)
-        os.makedirs(self.state_dir, exist_ok=True)
         n = int(workload.get("workers") or 1)
         inference = workload.get("kind") == "inference"
         if inference and job.port and n > 1:
             raise LaunchError(f"{n} replicas cannot all listen on port {job.port} on one machine; "
                               "leave the port to the launcher ($PORT)")
+        await self._prepare(pw, run_dir, ckpt, script, job.script)
+        cmd = list(job.command)
+        if script is not None:
+            cmd = [a.replace("{script}", script) for a in cmd]
+        try:
+            os.makedirs(self.state_dir, exist_ok=True)
+        except OSError as e:
+            raise LaunchError(start_error(e, "the launcher cannot record the job's processes")) from None
         master_port = free_port(self.host)
         env0 = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": os.environ.get("LANG", "C.UTF-8"),
                 "PYTHONUNBUFFERED": "1"}
@@ -231,13 +206,19 @@ class LocalLauncher(LocalLauncherChecks, LauncherBackend):
                      "MASTER_ADDR": self.host, "MASTER_PORT": str(master_port)})
         if workload.get("report_token"):
             env0[REPORT_TOKEN_ENV] = workload["report_token"]
-        run = Run(node=self.node_name or ",".join(sorted({a["node"] for a in workload.get("placement") or []})),
-                  checkpoint_dir=ckpt)
-        log = os.open(self.log_path(workload), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
         try:
-            with open(self.log_path(workload), "a") as f:
-                f.write(f"[computehub] {time.strftime('%Y-%m-%d %H:%M:%S')} starting {n} worker(s) "
-                        f"of {wid} in {workdir}\n")
+            os.makedirs(self.logs_dir, exist_ok=True)
+            log = os.open(self.log_path(workload), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
+        except OSError as e:
+            raise LaunchError(start_error(e, "the launcher cannot write the job's log")) from None
+        run = Run(node=self.node_name or ",".join(sorted({a["node"] for a in workload.get("placement") or []})),
+                  checkpoint_dir=ckpt, uid=pw.pw_uid if pw else None, started_at=time.time())
+        try:
+            try:
+                os.write(log, f"[computehub] {time.strftime('%Y-%m-%d %H:%M:%S')} starting {n} worker(s) "
+                              f"of {wid} in {workdir}\n".encode())
+            except OSError as e:
+                raise LaunchError(start_error(e, "the launcher cannot write the job's log")) from None
             for rank in range(n):
                 port = (job.port or free_port(self.host)) if inference else None
                 exit_file = os.path.join(run_dir, f"exit.{rank}")
@@ -254,49 +235,97 @@ class LocalLauncher(LocalLauncherChecks, LauncherBackend):
                                             env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                             start_new_session=True, close_fds=True, **kw)
                 except OSError as e:
-                    await self._kill(run, 0)
-                    raise LaunchError(f"could not start {cmd[0]!r}: {e.strerror or e}") from None
+                    if e.filename == workdir:
+                        raise LaunchError(f"could not enter its working directory {workdir}: "
+                                          f"{e.strerror or e}") from None
+                    raise LaunchError(start_error(e, f"could not start worker {rank}")) from None
                 run.workers.append(Worker(rank, proc.pid, start_time(proc.pid), exit_file, port, proc))
+            try:
+                save_record(self._record(wid), run)
+            except OSError as e:
+                raise LaunchError(start_error(e, "the launcher cannot record the job's processes")) from None
+        except BaseException:
+            await kill_run(run, 0)              # nothing of a start that failed keeps running
+            raise
         finally:
             os.close(log)
         self._runs[wid] = run
-        self._save(wid, run)
         gpus = "; ".join(",".join(map(str, gpus_of(workload, r))) or "-" for r in range(n))
-        notes = {"node": run.node or "local",
-                 "message": f"{n} worker(s) on {run.node or 'this machine'}, GPUs {gpus}"}
-        return notes
+        return {"node": run.node or "local", "message": f"{n} worker(s) on {run.node or 'this machine'}, GPUs {gpus}"}
+
+    def _who(self, workload: dict, run: Run, w: Worker) -> str:
+        if workload.get("kind") == "inference":
+            return f"replica {w.rank}" if len(run.workers) > 1 else "the service"
+        return f"worker {w.rank}" if len(run.workers) > 1 else "the job"
 
     async def poll(self, workload: dict) -> Ended | None:
-        run = self._runs.get(workload["id"])
+        wid = workload["id"]
+        run = self._runs.get(wid)
         if run is None:
             return Ended(1, "the launcher does not know this workload's processes",
                          self.last_lines(workload))
         codes = [w.returncode() for w in run.workers]
-        bad = [(w, c) for w, c in zip(run.workers, codes) if c not in (None, 0)]
+        bad = sorted(((w, c) for w, c in zip(run.workers, codes) if c not in (None, 0)),
+                     key=lambda wc: (wc[0].ended_at(), wc[0].rank))
+        if not bad and None in codes:
+            return await self._never_ready(workload, run)
+        left = leftovers(run)
+        if left:
+            self._note(workload, f"it left {len(left)} process(es) running after it exited: "
+                                 f"{', '.join(left[:5])}; stopping them")
+        if bad or left:
+            await kill_run(run, 5.0)                # one worker failed: the gang stops; and what it left
+        full = bool(bad) and disk_full(self.logs_dir)
+        self._forget(wid)
         if bad:
             w, code = bad[0]
-            if any(c is None for c in codes):          # one worker failed: the gang stops
-                await self._kill(run, 5.0)
-            self._forget(workload["id"])
-            who = f"worker {w.rank}" if len(run.workers) > 1 else "the job"
+            who = self._who(workload, run, w)
             if code == -1:
-                reason = f"{who} ended while the launcher was down; its exit code is unknown"
-                code = 1
+                reason, code = f"{who} ended while the launcher was down; its exit code is unknown", 1
             else:
-                reason = f"{who} exited with code {code}{_signame(code)}"
-            return Ended(code, reason, self.last_lines(workload))
-        if all(c == 0 for c in codes):
-            self._forget(workload["id"])
-            return Ended(0, "exit code 0", self.last_lines(workload))
-        return None
+                reason = exit_reason(who, code, w.why())
+            then = [exit_reason(self._who(workload, run, x), c) for x, c in bad[1:] if c != -1]
+            if then:
+                reason += "; then " + ", ".join(then)
+            if None in codes:
+                reason += f"; the other {'replicas' if workload.get('kind') == 'inference' else 'workers'} were stopped"
+        else:
+            code, reason = 0, "exit code 0"
+        if left:
+            reason += f"; it left {len(left)} process(es) running after it exited ({', '.join(left[:3])}): stopped"
+        if full:
+            reason += ("; the disk of its log is full (its output is cut short, and writing it may have "
+                       "failed the job)")
+        lines = self.last_lines(workload)
+        if code and not bad[0][0].why():       # (the wrapper's own line says why it could not run)
+            self._note(workload, reason)       # where %submit's display and `computehub logs` show it
+        return Ended(code, reason, lines)
+
+    async def _never_ready(self, workload: dict, run: Run) -> Ended | None:
+        """An inference service that has not answered within ``ready_timeout``: stopped, failed."""
+        if workload.get("kind") != "inference" or run.ready or not self.ready_timeout or run.started_at is None \
+                or time.time() - run.started_at < self.ready_timeout:
+            return None
+        ports = ", ".join(str(w.port) for w in run.workers if w.port) or "?"
+        self._note(workload, f"no answer on port {ports} within {self.ready_timeout:g} s; stopping it")
+        await kill_run(run, 5.0)
+        self._forget(workload["id"])
+        return Ended(1, f"the service did not answer HTTP on port {ports} within {self.ready_timeout:g} s "
+                        f"(LocalLauncher.ready_timeout): does it listen on $PORT, at {self.host}?",
+                     self.last_lines(workload), final=True)
 
     async def stop(self, workload: dict, grace_seconds: float) -> Ended | None:
         run = self._runs.get(workload["id"])
         if run is None:
             return None
-        await self._kill(run, grace_seconds)
+        killed = await kill_run(run, grace_seconds)
         self._forget(workload["id"])
-        return Ended(143, f"stopped (SIGTERM, {grace_seconds:g} s grace)", self.last_lines(workload),
+        if killed:
+            reason = f"it did not exit within the {grace_seconds:g} s grace after SIGTERM: killed (SIGKILL)"
+            self._note(workload, reason)
+        else:
+            reason = f"stopped (SIGTERM, {grace_seconds:g} s grace)"
+        return Ended(137 if killed else 143, reason, self.last_lines(workload),
                      checkpoint=newest_save(run.checkpoint_dir) if run.checkpoint_dir else None)
 
     async def ready(self, workload: dict) -> str | None:
@@ -307,6 +336,12 @@ class LocalLauncher(LocalLauncherChecks, LauncherBackend):
             # It must be the job that listens there: a port a user names may be another program's.
             if w.port and w.returncode() is None and group_listens(w.pid, w.port) \
                     and await answers_http(self.host, w.port):
+                if not run.ready:
+                    run.ready = True
+                    try:
+                        save_record(self._record(workload["id"]), run)
+                    except OSError as e:        # a restarted launcher would time it out: say so
+                        self.log.warning("%s: could not record that it is ready: %s", workload["id"], e)
                 return f"http://{self.host}:{w.port}"
         return None
 
@@ -318,56 +353,24 @@ class LocalLauncher(LocalLauncherChecks, LauncherBackend):
     async def adopt(self, workload: dict) -> bool:
         try:
             with open(self._record(workload["id"])) as f:
-                rec = json.load(f)
-            run = Run(node=rec.get("node", ""), checkpoint_dir=rec.get("checkpoint_dir", ""),
-                      workers=[Worker(w["rank"], w["pid"], w["started"], w["exit_file"], w.get("port"))
-                               for w in rec["workers"]])
+                run = Run.from_record(json.load(f))
         except (OSError, ValueError, KeyError, TypeError):
             return False
         self._runs[workload["id"]] = run
         return True
 
-    # --- processes ------------------------------------------------------------------------
+    # --- records, notes ----------------------------------------------------------------
 
-    async def _kill(self, run: Run, grace: float) -> None:
-        """SIGTERM every worker's group, wait up to ``grace`` seconds, then SIGKILL what is left."""
-        groups = [w.pid for w in run.workers if w.started is None or start_time(w.pid) in (w.started, None)]
-        for pgid in groups:
-            signal_group(pgid, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while True:
-            for w in run.workers:
-                if w.proc is not None:
-                    w.proc.poll()                  # reap, so a dead leader is not a zombie
-            alive = [g for g in groups if group_alive(g)]
-            if not alive or time.monotonic() >= deadline:
-                break
-            await asyncio.sleep(0.1)
-        for pgid in alive:
-            signal_group(pgid, signal.SIGKILL)
-        # SIGKILL is delivered asynchronously: return once nothing of the groups runs any more.
-        deadline = time.monotonic() + 10
-        while alive and time.monotonic() < deadline:
-            for w in run.workers:
-                if w.proc is not None:
-                    w.proc.poll()
-            alive = [g for g in alive if group_alive(g)]
-            if alive:
-                await asyncio.sleep(0.05)
-        if alive:
-            self.log.warning("process groups %s still run after SIGKILL", alive)
+    def _note(self, workload: dict, text: str) -> None:
+        """A line of the launcher's own in the job's log (best effort: a full disk loses it)."""
+        try:
+            with open(self.log_path(workload), "a") as f:
+                f.write(f"[computehub] {time.strftime('%Y-%m-%d %H:%M:%S')} {text}\n")
+        except OSError:
+            pass
 
     def _record(self, wid: str) -> str:
         return os.path.join(self.state_dir, f"{wid}.json")
-
-    def _save(self, wid: str, run: Run) -> None:
-        rec = {"node": run.node, "checkpoint_dir": run.checkpoint_dir,
-               "workers": [{"rank": w.rank, "pid": w.pid, "started": w.started, "exit_file": w.exit_file,
-                            "port": w.port} for w in run.workers]}
-        tmp = self._record(wid) + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(rec, f)
-        os.replace(tmp, self._record(wid))
 
     def _forget(self, wid: str) -> None:
         self._runs.pop(wid, None)
@@ -375,13 +378,3 @@ class LocalLauncher(LocalLauncherChecks, LauncherBackend):
             os.unlink(self._record(wid))
         except OSError:
             pass
-
-
-def _signame(code: int) -> str:
-    if code > 128:
-        try:
-            return f" (killed by {signal.Signals(code - 128).name})"
-        except ValueError:
-            pass
-    return ""
-

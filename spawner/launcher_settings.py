@@ -57,6 +57,10 @@ class BackendChecks:
 
 
 class LocalLauncherChecks:
+    @validate("ready_timeout")
+    def _ready_timeout_ok(self, proposal):
+        return check_number(_name(self, "ready_timeout"), proposal.value, low=0, unit="seconds")
+
     @validate("allowed_roots")
     def _roots_ok(self, proposal):
         for root in proposal.value:

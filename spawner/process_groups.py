@@ -1,6 +1,6 @@
 """Processes on this machine, by process group: what the local launcher needs to tell a job's
 processes apart from reused pids after its own restart, to see whether a group still runs,
-and to signal it."""
+to signal it, and to find what a job left running outside its group (``strays``)."""
 
 from __future__ import annotations
 
@@ -27,8 +27,9 @@ def start_time(pid: int, running: bool = False) -> int | None:
     return int(fields[19])
 
 
-def group_alive(pgid: int) -> bool:
-    """Whether any process of the group is still running (zombies do not count)."""
+def _running() -> list[tuple[int, list[str]]]:
+    """(pid, /proc/<pid>/stat fields after the name) of every process that is not a zombie."""
+    out = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -37,9 +38,41 @@ def group_alive(pgid: int) -> bool:
                 fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
+        if fields[0] != "Z":
+            out.append((int(entry), fields))
+    return out
+
+
+def group_members(pgid: int) -> list[int]:
+    """The running processes of a process group."""
+    return [pid for pid, fields in _running() if int(fields[2]) == pgid]
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of the group is still running (zombies do not count)."""
+    return bool(group_members(pgid))
+
+
+def strays(exit_files: set[str], uid: int | None, skip_groups: set[int] = frozenset()) -> list[int]:
+    """Running processes of account ``uid`` (None: this one's) outside ``skip_groups`` whose
+    environment names one of a job's exit files ($COMPUTEHUB_EXIT_FILE): what a job left
+    behind that left its process group (``setsid``, a daemon) but kept its environment."""
+    uid = os.getuid() if uid is None else uid
+    wanted = {b"COMPUTEHUB_EXIT_FILE=" + os.fsencode(f) for f in exit_files}
+    out = []
+    for pid, fields in _running():
+        if int(fields[2]) in skip_groups or pid == os.getpid():
+            continue
+        try:
+            if os.stat(f"/proc/{pid}").st_uid != uid:
+                continue
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if wanted.intersection(env):
+            out.append(pid)
+    return out
 
 
 def signal_group(pgid: int, sig: int) -> None:
