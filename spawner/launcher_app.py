@@ -289,6 +289,11 @@ class LauncherApp(LauncherAppChecks, ServiceClientApp):
                                   message=f"restarted after: {ended.reason} ({t.restarts}/{self.max_restarts})"
                                   + (f"; {notes['message']}" if notes.get("message") else ""))
                 return
+        elif w["kind"] == "inference" and not ended.node_lost and not ended.final and t.ended is None \
+                and ended.exit_code != 0:
+            n = t.restarts + 1      # restarted here as often as allowed: this crash is one too many
+            ended = Ended(ended.exit_code, f"{ended.reason}; it crashed {n} time{'s' if n != 1 else ''}, more than "
+                          f"max_restarts ({self.max_restarts})", ended.last_lines)
         reason = ended_reason(ended)
         if ended.node_lost:
             reason = f"node lost: {reason}"[:REASON_MAX]
@@ -338,6 +343,8 @@ class LauncherApp(LauncherAppChecks, ServiceClientApp):
                 await self.report(wid, "stopped")
             elif report == "failed":
                 lines = ended.last_lines if ended else []
+                if ended and ended.reason:          # how it was stopped (SIGKILL after the grace?)
+                    reason = f"{reason}; {ended.reason}"
                 await self.report(wid, "failed", exit_code=124,
                                   reason=ended_reason(Ended(124, reason, lines)))
         finally:
