@@ -29,7 +29,7 @@ from .launch_base import CHECKPOINT_ENV, REPORT_TOKEN_ENV, Ended, LaunchError, L
 from .launcher_settings import LocalLauncherChecks
 from .local_endpoints import answers_http, group_listens
 from .local_failures import WRAPPER, disk_full, exit_reason, start_error
-from .local_runs import Run, Worker, kill_run, leftovers, save_record
+from .local_runs import Run, Worker, kill_remnants, kill_run, leftovers, save_record
 from .process_groups import free_port, start_time
 
 # Run as the job's OS account: its folders, no exit codes of an earlier run, the script from stdin.
@@ -186,7 +186,10 @@ class LocalLauncher(LocalLauncherChecks, LauncherBackend):
         if inference and job.port and n > 1:
             raise LaunchError(f"{n} replicas cannot all listen on port {job.port} on one machine; "
                               "leave the port to the launcher ($PORT)")
+        left = await kill_remnants({os.path.join(run_dir, f"exit.{r}") for r in range(n)}, pw.pw_uid if pw else None)
         await self._prepare(pw, run_dir, ckpt, script, job.script)
+        if left:
+            self._note(workload, f"stopped {len(left)} process(es) an earlier start of it left running: {left}")
         cmd = list(job.command)
         if script is not None:
             cmd = [a.replace("{script}", script) for a in cmd]

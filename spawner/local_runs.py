@@ -159,3 +159,16 @@ def _signal(pid: int, sig: int) -> None:
         os.kill(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+async def kill_remnants(exit_files: set[str], uid: int | None) -> list[int]:
+    """SIGKILL what an earlier run of a workload left running (a launcher killed while it started
+    it, before its processes were recorded): before a new run starts, so that nothing of the old
+    one holds its GPUs or writes its exit codes. The pids it killed."""
+    found = strays(exit_files, uid)
+    for pid in found:
+        _signal(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while any(start_time(p, running=True) for p in found) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    return found

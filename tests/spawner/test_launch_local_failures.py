@@ -308,3 +308,25 @@ def test_a_job_killed_while_the_launcher_was_down_is_reported_as_such(root):
         return await until_ended(second, w)
     ended = run(go())
     assert (ended.exit_code, ended.reason) == (137, "the job was killed by signal 9 (SIGKILL: out of memory? see dmesg)")
+
+
+def test_what_a_start_cut_short_left_running_is_stopped_before_the_next(root):
+    """The launcher is killed while it starts a job, after the processes started but before it
+    recorded them (emulated: the record removed): the restarted launcher starts the job again,
+    and the first start's processes must not run on beside it (holding its GPUs)."""
+    first = launcher(root)
+    w = workload("r1", py("import os, time; open('r1.pid.' + str(os.getpid()), 'w'); time.sleep(60)"), root)
+    run(first.start(w))
+    os.unlink(first._record("r1"))
+    deadline = time.monotonic() + 20
+    while not list(root.glob("r1.pid.*")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    old = int(list(root.glob("r1.pid.*"))[0].name.rsplit(".", 1)[1])
+    second = launcher(root)
+    try:
+        run(second.start(w))
+        assert not alive(old)
+        assert any("an earlier start of it left running" in line for line in second.last_lines(w))
+    finally:
+        run(second.stop(w, 1))
+        run(first.stop(w, 0))
