@@ -56,7 +56,7 @@ chk() {
   [ -e "$1" ] || say 127 "$p: its #! line names $1, which does not exist"
   [ -x "$1" ] && [ ! -d "$1" ] || say 126 "$p: its #! line names $1, which is not executable"
 }
-[ -d "$PWD" ] && [ -x . ] || say 126 "its working directory $PWD is gone, or $USER may not enter it"
+[ -d "$PWD" ] && [ -x . ] || say 126 "its working directory $PWD is gone, or the account $USER may not enter it"
 chk "$1"
 "$@"; rc=$?; echo $rc > "$COMPUTEHUB_EXIT_FILE"; exit $rc
 '''

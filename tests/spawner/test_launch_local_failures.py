@@ -4,7 +4,7 @@ reasons reaching the service).
 
 Emulated: GPUs (only passed on in CUDA_VISIBLE_DEVICES); the kernel's OOM killer, by sending
 the job SIGKILL (what the OOM killer sends); a full disk, by a small tmpfs mounted for the test
-(those tests are skipped where mounting is not allowed, e.g. not as root).
+(those tests need root, as `make test` runs in CI, and fail loudly without it).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def tiny_disk(root):
     mnt.mkdir()
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)],
                       capture_output=True).returncode != 0:
-        pytest.skip("cannot mount a tmpfs here (not root?)")
+        pytest.fail("this test mounts a small tmpfs (needs root, as `make test` runs in CI)", pytrace=False)
     try:
         yield mnt
     finally:
@@ -154,16 +154,19 @@ def test_a_program_that_cannot_run_says_why_in_one_line(root):
                        for line in ended.last_lines), ended.last_lines
 
 
-@pytest.mark.skipif(os.getuid() != 0, reason="needs root: the job runs as another account")
 def test_a_working_directory_the_account_cannot_enter(root):
-    """As root, nobody's job in a folder nobody may not enter fails with that said."""
+    """As root: the job of the account nobody, in a folder that account may not enter, fails with that said."""
+    if os.getuid() != 0:
+        pytest.fail("this test runs a job as another account (needs root, as `make test` runs in CI)",
+                    pytrace=False)
     private = root / "private"
     private.mkdir(mode=0o700)
     lch = launcher(root, run_dir_template=str(root / "runs" / "{id}"),
                    checkpoint_dir_template=str(root / "ckpt" / "{id}"))
     ended = run(start_and_wait(lch, workload("d1", ["true"], private, user="nobody")))
     assert ended.exit_code == 126, ended
-    assert ended.reason == f"the job could not run: its working directory {private} is gone, or nobody may not enter it"
+    assert ended.reason == (f"the job could not run: its working directory {private} is gone, or the account "
+                            "nobody may not enter it")
 
 
 def test_folders_that_cannot_be_made_fail_the_start_with_the_reason(root):
