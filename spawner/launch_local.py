@@ -186,7 +186,9 @@ class LocalLauncher(LocalLauncherChecks, LauncherBackend):
         if inference and job.port and n > 1:
             raise LaunchError(f"{n} replicas cannot all listen on port {job.port} on one machine; "
                               "leave the port to the launcher ($PORT)")
-        left = await kill_remnants({os.path.join(run_dir, f"exit.{r}") for r in range(n)}, pw.pw_uid if pw else None)
+        # Only a workload started before (its run folder exists) can have left something running.
+        left = await kill_remnants({os.path.join(run_dir, f"exit.{r}") for r in range(n)},
+                                   pw.pw_uid if pw else None) if os.path.isdir(run_dir) else []
         await self._prepare(pw, run_dir, ckpt, script, job.script)
         if left:
             self._note(workload, f"stopped {len(left)} process(es) an earlier start of it left running: {left}")

@@ -34,8 +34,10 @@ SIGNAL_HINTS = {
 
 # The worker's command runs under sh so its exit code lands in a file: a launcher that
 # restarts while the job runs is no longer its parent and could not learn it otherwise.
-# ``chk`` (its own positional parameters) looks at the program first; a problem is one line in
-# the log ("[computehub] ...") and "<code> <why>" in the exit file.
+# When the command could not be run (the shell's 126 or 127), ``chk`` (its own positional
+# parameters) finds out why; a problem is one line in the log ("[computehub] ...") and
+# "<code> <why>" in the exit file. Only then: checking every program before it runs cost each
+# job a fork, which the Slurm benchmark's thousand short jobs showed (bench/README).
 WRAPPER = r'''
 say() { printf '[computehub] %s\n' "$2" >&2; printf '%s %s\n' "$1" "$2" > "$COMPUTEHUB_EXIT_FILE"; exit "$1"; }
 chk() {
@@ -57,8 +59,9 @@ chk() {
   [ -x "$1" ] && [ ! -d "$1" ] || say 126 "$p: its #! line names $1, which is not executable"
 }
 [ -d "$PWD" ] && [ -x . ] || say 126 "its working directory $PWD is gone, or the account $USER may not enter it"
-chk "$1"
-"$@"; rc=$?; echo $rc > "$COMPUTEHUB_EXIT_FILE"; exit $rc
+"$@"; rc=$?
+case $rc in 126|127) chk "$1" ;; esac
+echo $rc > "$COMPUTEHUB_EXIT_FILE"; exit $rc
 '''
 
 

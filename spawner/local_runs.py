@@ -74,6 +74,11 @@ class Run:
     def exit_files(self) -> set[str]:
         return {w.exit_file for w in self.workers}
 
+    def first_start(self) -> int | None:
+        """The kernel's start time of its first worker (None if one is unknown)."""
+        starts = [w.started for w in self.workers]
+        return None if not starts or None in starts else min(starts)
+
     def reap(self) -> None:
         for w in self.workers:
             if w.proc is not None:
@@ -108,7 +113,9 @@ def leftovers(run: Run) -> list[str]:
     running = {w.pid for w in run.workers if w not in ended}
     pids = [p for w in ended if (w.started is None or start_time(w.pid) in (w.started, None))
             for p in group_members(w.pid)]
-    pids += [p for p in strays(run.exit_files(), run.uid, skip_groups=running) if p not in pids]
+    last_end = max((w.ended_at() for w in ended), default=None) if not running else None
+    pids += [p for p in strays(run.exit_files(), run.uid, skip_groups=running, since=run.first_start(),
+                               after=last_end if last_end != float("inf") else None) if p not in pids]
     return [f"{p} ({_name(p)})" for p in pids]
 
 

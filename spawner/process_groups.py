@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -43,8 +44,30 @@ def _running() -> list[tuple[int, list[str]]]:
     return out
 
 
+_scan: tuple[float, list[tuple[int, list[str]]]] | None = None     # (when it began, what it found)
+
+
+def running_after(t: float, max_age: float = 1.0) -> list[tuple[int, list[str]]]:
+    """``_running()``, or the last scan if it began after ``t`` (UNIX time) and at most
+    ``max_age`` seconds ago: jobs that end together (a poll round finds many) share one
+    read of /proc; what ran at ``t`` and still runs is in either."""
+    global _scan
+    now = time.time()
+    if _scan is not None and t <= _scan[0] and now - _scan[0] <= max_age:
+        return _scan[1]
+    procs = _running()
+    _scan = (now, procs)
+    return procs
+
+
 def group_members(pgid: int) -> list[int]:
     """The running processes of a process group."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return []           # nothing left in it: no need to read all of /proc (most jobs end so)
+    except PermissionError:
+        pass                # something of another account's is
     return [pid for pid, fields in _running() if int(fields[2]) == pgid]
 
 
@@ -53,15 +76,21 @@ def group_alive(pgid: int) -> bool:
     return bool(group_members(pgid))
 
 
-def strays(exit_files: set[str], uid: int | None, skip_groups: set[int] = frozenset()) -> list[int]:
+def strays(exit_files: set[str], uid: int | None, skip_groups: set[int] = frozenset(),
+           since: int | None = None, after: float | None = None) -> list[int]:
     """Running processes of account ``uid`` (None: this one's) outside ``skip_groups`` whose
     environment names one of a job's exit files ($COMPUTEHUB_EXIT_FILE): what a job left
-    behind that left its process group (``setsid``, a daemon) but kept its environment."""
+    behind that left its process group (``setsid``, a daemon) but kept its environment.
+    ``since``: the job's start (``start_time`` of its first process): what started before it
+    cannot be its, and its environment is not read (a job's end then costs a read of each
+    process's stat, not of every environment of the account's: bench/README, Slurm).
+    ``after``: the job ended by then (UNIX time), so a scan begun since will do
+    (``running_after``)."""
     uid = os.getuid() if uid is None else uid
     wanted = {b"COMPUTEHUB_EXIT_FILE=" + os.fsencode(f) for f in exit_files}
     out = []
-    for pid, fields in _running():
-        if int(fields[2]) in skip_groups or pid == os.getpid():
+    for pid, fields in (_running() if after is None else running_after(after)):
+        if int(fields[2]) in skip_groups or pid == os.getpid() or (since is not None and int(fields[19]) < since):
             continue
         try:
             if os.stat(f"/proc/{pid}").st_uid != uid:
