@@ -24,6 +24,7 @@ import pytest
 from spawner.launch_base import LaunchError
 from spawner.launch_local import LocalLauncher
 from spawner.process_groups import group_alive
+from test_launch_local import run, until_ended, workload   # the backend tests' helpers
 
 
 @pytest.fixture
@@ -54,26 +55,6 @@ def launcher(root: Path, **kw) -> LocalLauncher:
     kw.setdefault("allow_launcher_user", True)      # "alice" has no OS account: demo mode
     kw.setdefault("logs_dir", str(root / "logs"))
     return LocalLauncher(allowed_roots=[str(root)], home_template=str(root / "homes" / "{username}"), **kw)
-
-
-def workload(wid, command, root, workers=1, kind="training", user="alice", **job):
-    return {"id": wid, "user": user, "kind": kind, "workers": workers,
-            "placement": [{"node": "local", "gpus": [r]} for r in range(workers)],
-            "metadata": {"job": {"command": command, "workdir": str(root), **job}}}
-
-
-def run(coro):
-    return asyncio.run(coro)
-
-
-async def until_ended(lch, w, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ended = await lch.poll(w)
-        if ended is not None:
-            return ended
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{w['id']} did not end")
 
 
 async def start_and_wait(lch, w, timeout=30.0):
