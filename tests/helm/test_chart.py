@@ -1,6 +1,6 @@
 """The Helm chart (helm/computehub), rendered by the real helm binary.
 
-What can be checked without a cluster (none can run here: /work/shared/TESTING.md):
+What can be checked without a cluster (no Kubernetes API server, kind or k3s can be had on the test machines):
 helm lint, every object against the official Kubernetes 1.33 schemas, what the
 pods may do, that the config files it writes load into the real ComputeHub apps,
 that its hub side configures a real JupyterHub config, and that bad values are

@@ -4,7 +4,7 @@ helm renders the chart with the hub's API URL and a real PostgreSQL as the datab
 pods run as local processes as the rendered Deployments say (tests/helm/pods.py): their commands,
 their environments (secrets from the rendered Secret), the config files of the rendered
 ConfigMap. The hub runs the ConfigMap's hub side with the tokens the NOTES tell z2jh to pass.
-Emulated, as no cluster runs here (/work/shared/TESTING.md): the Kubernetes API (kmock, with a
+Emulated, as no cluster runs on the test machines: the Kubernetes API (kmock, with a
 test Job controller), the pods' service accounts (a kubeconfig to it), the cluster's DNS name of
 the service (127.0.0.1), and the spawner (notebooks would need KubeSpawner's reflectors; none is
 spawned here).

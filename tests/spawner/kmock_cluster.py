@@ -1,6 +1,6 @@
 """A Kubernetes API for tests: kmock as a real HTTP server, plus a test kubelet.
 
-No real API server can run on these machines (/work/shared/TESTING.md), so the
+No real API server can run on the test machines (no kube-apiserver, kind or k3s), so the
 Kubernetes API is emulated by kmock (a real aiohttp server that stores objects
 and streams watches). KubeSpawner and kubernetes_asyncio talk to it over HTTP
 through an ordinary kubeconfig. This module fills kmock's known gaps:
