@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -24,17 +22,7 @@ import pytest
 from spawner.launch_base import LaunchError
 from spawner.launch_local import LocalLauncher
 from spawner.process_groups import group_alive
-from test_launch_local import run, until_ended, workload   # the backend tests' helpers
-
-
-@pytest.fixture
-def root():
-    d = Path(tempfile.mkdtemp(prefix="computehub-fail-"))
-    d.chmod(0o777)
-    try:
-        yield d
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
+from test_launch_local import root, run, until_ended, workload  # noqa: F401 - root: the same fixture
 
 
 @pytest.fixture
