@@ -56,8 +56,10 @@ class Housekeeping(HasTraits):
     def retains_everything(self) -> bool:
         return not (self.workload_retention_days or self.audit_retention_days or self.usage_retention_days)
 
-    def purge_history(self, now: float | None = None) -> dict[str, int]:
-        """Delete what is older than its retention now; how many rows of each kind went."""
+    def purge_history(self, live: set[str], now: float | None = None) -> dict[str, int]:
+        """Delete what is older than its retention now; how many rows of each kind went.
+        ``live``: the ids of work that waits or runs (taken on the event loop: this runs on a
+        worker thread, and the scheduler's memory is the loop's)."""
         now = time.time() if now is None else now
 
         def before(days: float) -> float | None:
@@ -68,13 +70,12 @@ class Housekeeping(HasTraits):
             events_before=before(self.audit_retention_days),
             allocations_before=before(self.usage_retention_days))
         if self.workload_retention_days:
-            gone["job logs"] = self._purge_logs(before(self.workload_retention_days))
+            gone["job logs"] = self._purge_logs(before(self.workload_retention_days), live)
         return gone
 
-    def _purge_logs(self, cutoff: float) -> int:
+    def _purge_logs(self, cutoff: float, live: set[str]) -> int:
         """Job logs (``<logs_dir>/<id>.log``) last written before ``cutoff`` whose workload
         neither waits nor runs: they go with the ended workloads' records."""
-        live = set(self.sched.state.workloads)
         n = 0
         try:
             entries = list(os.scandir(self.logs_dir))
@@ -91,9 +92,9 @@ class Housekeeping(HasTraits):
                 pass
         return n
 
-    def housekeeping(self) -> dict[str, int]:
+    def housekeeping(self, live: set[str]) -> dict[str, int]:
         """One round (on a worker thread): the purge, then the planner statistics."""
-        gone = self.purge_history() if not self.retains_everything() else {}
+        gone = self.purge_history(live) if not self.retains_everything() else {}
         self.sched.store.refresh_statistics()
         return gone
 
@@ -101,7 +102,7 @@ class Housekeeping(HasTraits):
         await asyncio.sleep(min(60.0, self.retention_interval))
         while True:
             try:
-                gone = await asyncio.to_thread(self.housekeeping)
+                gone = await asyncio.to_thread(self.housekeeping, set(self.sched.state.workloads))
             except StoreUnavailable as e:
                 self.log.warning("housekeeping skipped: the database is unavailable (%s); trying again in "
                                  "%.0f s", e.detail, self.retention_interval)
