@@ -15,7 +15,6 @@ status; the GPU node ("kube-gpu-1", one A100) is declared.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -23,11 +22,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub_ext"))
-from kmock_cluster import KmockCluster, ProcessKubelet  # noqa: E402
+from kube_hubs import (hub_api, newest_workload, server, spawn, spawner_hub, stop, user_pods, wait_for,  # noqa: E402
+                       wait_ready, workload)
 from kube_profiles import NS  # noqa: E402
-from realhub import RealHub, free_port  # noqa: E402
-from test_kube_spawner import (SERVICE, hub_api, newest_workload, pod_env, server, spawn, spawner_config,  # noqa: E402
-                               stop, user_pods, wait_for, wait_ready, workload)
 
 TORCH = "quay.io/jupyter/pytorch-notebook:2025-01-06"
 TF = "quay.io/jupyter/tensorflow-notebook:2025-01-06"
@@ -39,29 +36,13 @@ PULL_FAILED = {"phase": "Pending", "hostIP": "10.0.0.1", "containerStatuses": [{
 
 @pytest.fixture(scope="module")
 def fhub(tmp_path_factory):
-    d = tmp_path_factory.mktemp("khub-failures")
-    cluster = KmockCluster(d).start()
-    cluster.kubelet = ProcessKubelet(cluster, d, env_overrides=pod_env)
-    old = os.environ.get("KUBECONFIG")
-    os.environ["KUBECONFIG"] = str(cluster.write_kubeconfig(d / "kubeconfig", NS))
-    hub = RealHub(d, extra_service_config=SERVICE)
-    hub.spawner_config = spawner_config(hub, free_port()) + """
+    with spawner_hub(tmp_path_factory.mktemp("khub-failures"), """
 c.Spawner.poll_interval = 1
 c.KubeSpawner.start_timeout = 40
 c.QueuedKubeSpawner.container_start_grace = 0
 c.QueuedKubeSpawner.unscheduled_grace = 3
-"""
-    hub.cluster = cluster
-    try:
-        hub.start()
+""") as hub:
         yield hub
-    finally:
-        hub.stop()
-        cluster.stop()
-        if old is None:
-            os.environ.pop("KUBECONFIG", None)
-        else:
-            os.environ["KUBECONFIG"] = old
 
 
 def spawn_failure(hub, user, options) -> str:

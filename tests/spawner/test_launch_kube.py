@@ -25,10 +25,9 @@ from kubernetes_validate.utils import all_versions, validate
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub_ext"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helm"))
-from kmock_cluster import KmockCluster  # noqa: E402
-from kube_controllers import JobController, bare_job, create, patch_status, pod_deletes  # noqa: E402
+from kube_controllers import bare_job, create, patch_status, pod_deletes  # noqa: E402
+from kube_hubs import launcher_hub  # noqa: E402
 from localhub import wait_for  # noqa: E402
-from realhub import RealHub  # noqa: E402
 
 K8S_VERSION = "1.33.0"
 NS = "hub"
@@ -73,20 +72,10 @@ NOTEBOOK_POD = {
 
 @pytest.fixture(scope="module")
 def kc(tmp_path_factory):
-    d = tmp_path_factory.mktemp("kube-launch")
-    cluster = KmockCluster(d).start()
-    cluster.controllers.append(JobController(cluster))
-    kubeconfig = cluster.write_kubeconfig(d / "kubeconfig", NS)
-    hub = RealHub(d, extra_service_config=SERVICE.replace("KUBECONFIG", repr(str(kubeconfig))),
-                  configure_kwargs="launcher=True")
-    hub.cluster = cluster
-    try:
+    def notebook_pod(cluster):
         cluster.run(create(cluster, f"/api/v1/namespaces/{NS}/pods", NOTEBOOK_POD))
-        hub.start()
+    with launcher_hub(tmp_path_factory.mktemp("kube-launch"), SERVICE, setup=notebook_pod) as hub:
         yield hub
-    finally:
-        hub.stop()
-        cluster.stop()
 
 
 @pytest.fixture(autouse=True)

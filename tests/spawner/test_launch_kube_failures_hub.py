@@ -18,10 +18,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub_ext"))
-from kmock_cluster import KmockCluster  # noqa: E402
-from kube_controllers import JobController  # noqa: E402
+from kube_hubs import launcher_hub  # noqa: E402
 from localhub import wait_for  # noqa: E402
-from realhub import RealHub  # noqa: E402
 
 NS = "hub"
 SERVICE = """
@@ -41,19 +39,8 @@ c.KubeLauncher.unscheduled_grace = 2
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory):
-    d = tmp_path_factory.mktemp("kube-failures")
-    cluster = KmockCluster(d).start()
-    cluster.controllers.append(JobController(cluster))
-    kubeconfig = cluster.write_kubeconfig(d / "kubeconfig", NS)
-    h = RealHub(d, extra_service_config=SERVICE.replace("KUBECONFIG", repr(str(kubeconfig))),
-                configure_kwargs="launcher=True")
-    h.cluster = cluster
-    try:
-        h.start()
+    with launcher_hub(tmp_path_factory.mktemp("kube-failures"), SERVICE) as h:
         yield h
-    finally:
-        h.stop()
-        cluster.stop()
 
 
 def submit(hub, gpus: int) -> str:
