@@ -310,6 +310,7 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Applicatio
                 self.run_cycle()
             except LostExclusivity as e:
                 # Another service has the database now: whatever this one decided would clash.
+                self.metrics.cycle_failed("lost_exclusivity")
                 self.log.critical("%s: it stops scheduling and exits", e)
                 self.exit_status = 1
                 self._stop.set()
@@ -317,11 +318,13 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Applicatio
             except StoreUnavailable as e:
                 # One line when it starts, not a traceback a cycle: memory is as it was (or is
                 # rebuilt once the database can be read), and each cycle tries again.
+                self.metrics.cycle_failed("database_unavailable")
                 if not self._db_down:
                     self.log.warning("scheduling paused: the database is unavailable (%s); trying again "
                                      "every cycle", e.detail)
                 self._db_down = True
             except Exception:
+                self.metrics.cycle_failed("error")
                 self.log.exception("scheduling cycle failed; memory follows the database (rebuilt from it "
                                    "now, or as soon as it can be read)")
             else:

@@ -24,6 +24,9 @@ WAIT_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200,
 CYCLE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, float("inf"))
 # The 503s the service answers when what it depends on is away (errors the caller should retry).
 UNAVAILABLE = ("database_unavailable", "hub_unavailable")
+# Why a scheduling cycle failed: the database did not answer (it retries every cycle), another
+# service took the database (this one stops), or anything else (a bug: the log has a traceback).
+CYCLE_FAILURES = ("database_unavailable", "lost_exclusivity", "error")
 
 
 class Metrics:
@@ -33,7 +36,8 @@ class Metrics:
         self.registry.register(StateCollector(service))
         self.registry.register(HealthCollector(service, self.health))
         ProcessCollector(registry=self.registry)     # process_start_time_seconds: restarts
-        self.queue_wait = Histogram("computehub_queue_wait_seconds", "Time from submission to admission",
+        self.queue_wait = Histogram("computehub_queue_wait_seconds", "Time from entering the queue (submission "
+                                    "or the last requeue) to admission",
                                     ["queue"], buckets=WAIT_BUCKETS, registry=self.registry)
         self.cycle = Histogram("computehub_scheduling_cycle_duration_seconds", "Duration of a scheduling cycle",
                                buckets=CYCLE_BUCKETS, registry=self.registry)
@@ -53,17 +57,27 @@ class Metrics:
             "(hub_unavailable) did not answer", ["error"], registry=self.registry)
         for code in UNAVAILABLE:
             self.unavailable.labels(code)
+        self.cycle_failures = Counter(
+            "computehub_scheduling_cycle_failures",
+            "Scheduling cycles that failed: database_unavailable (retried every cycle), lost_exclusivity "
+            "(another service took the database; this one stops) or error (a bug: the log has a traceback)",
+            ["reason"], registry=self.registry)
+        for why in CYCLE_FAILURES:
+            self.cycle_failures.labels(why)
 
     def observe_cycle(self, res) -> None:
         self.cycle.observe(res.seconds)
         self.health.last_cycle = res.now
         for w in res.admitted:
             self.admissions.labels(w.queue).inc()
-            self.queue_wait.labels(w.queue).observe(max(0.0, res.now - w.submitted_at))
+            self.queue_wait.labels(w.queue).observe(max(0.0, res.now - w.waiting_since))
         for v, _ in res.preempted:
             self.preemptions.labels(v.queue).inc()
             if v.id in res.lost:
                 self.preempted_work.labels(v.queue).inc(res.lost[v.id] * v.gpus)
+
+    def cycle_failed(self, reason: str) -> None:
+        self.cycle_failures.labels(reason if reason in CYCLE_FAILURES else "error").inc()
 
     def answered_unavailable(self, code: str) -> None:
         if code in UNAVAILABLE:

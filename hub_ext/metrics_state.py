@@ -114,7 +114,8 @@ class StateCollector:
     @staticmethod
     def _waiting(sched, st, now: float):
         """Waiting work per queue by why it waits; the longest waits; the wait of work its
-        queue's unused guarantee covers (work the queue is owed should not wait long)."""
+        queue's unused guarantee covers (work the queue is owed should not wait long). A wait
+        is since the work last entered the queue: a requeued job's runs are not waiting."""
         blockers = sched.last.blockers if sched.last is not None else {}
         tree = st.tree
         waiting: dict[tuple[str, str], int] = {}
@@ -128,14 +129,14 @@ class StateCollector:
                 gpus[w.queue] = gpus.get(w.queue, 0) + w.gpus
                 if w.gpus and (b is None or b.code not in (USER_LIMIT, NO_NODE)) and w.queue in owed \
                         and tree.within_guarantee(w.queue, w.total) is None:
-                    owed[w.queue] = max(owed[w.queue], now - w.submitted_at)
+                    owed[w.queue] = max(owed[w.queue], now - w.waiting_since)
             elif w.state == AWAITING_APPROVAL:
                 why = "approval"
             else:
                 continue
             waiting[(w.queue, why)] = waiting.get((w.queue, why), 0) + 1
             key = (w.queue, "awaiting_approval" if why == "approval" else "pending")
-            oldest[key] = max(oldest.get(key, 0.0), now - w.submitted_at)
+            oldest[key] = max(oldest.get(key, 0.0), now - w.waiting_since)
         fam = GaugeMetricFamily("computehub_waiting_workloads", "Workloads waiting (pending or awaiting "
                                 "approval) by queue and why: " + ", ".join(REASON_LABELS), labels=["queue", "reason"])
         for key, n in sorted(waiting.items()):
@@ -146,7 +147,8 @@ class StateCollector:
             fam.add_metric([q], n)
         yield fam
         fam = GaugeMetricFamily("computehub_oldest_waiting_seconds", "How long the longest-waiting workload of "
-                                "the queue has waited since it was submitted (pending or awaiting_approval)",
+                                "the queue has waited since it was submitted or last requeued (pending or "
+                                "awaiting_approval)",
                                 labels=["queue", "state"])
         for key, age in sorted(oldest.items()):
             fam.add_metric(list(key), max(0.0, age))

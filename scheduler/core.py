@@ -271,7 +271,7 @@ class Scheduler(DurableMemory, SubmissionsMixin):
         self._event(now, kind, w, reason, placement=[a.to_dict() for a in w.placement])
         cls = self.state.classes.get(w.priority)
         if requeue and cls is not None and cls.requeue:
-            self.state.requeue(w)
+            self.state.requeue(w, now)
             self._event(now, "requeued", w, reason)
         else:
             w.state, w.ended_at, w.reason = state, now, reason

@@ -121,6 +121,6 @@ class MakingRoom:
                 v.state = PREEMPTING      # still holds its resources until it has stopped
                 self._leaving.add(v)
             elif (c := self.state.classes.get(v.priority)) is not None and c.requeue:
-                self.state.requeue(v)     # back in line, keeping its age
+                self.state.requeue(v, now)    # back in line, keeping its age
             else:
                 v.state = PREEMPTED

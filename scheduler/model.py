@@ -22,8 +22,10 @@ DEFAULT_CLASS_FOR_KIND = {
 
 # Workload states.
 # Workload metadata keys that ComputeHub itself writes (the launcher's status, service run
-# in earlier runs, who preempted it, whom it was moved for): a submission may not set them.
-SCHEDULER_METADATA = ("status", "ran_s", "preempted_by", "moved_for")
+# in earlier runs, who preempted it, whom it was moved for, when it was last requeued): a
+# submission may not set them.
+QUEUED_AT = "queued_at"
+SCHEDULER_METADATA = ("status", "ran_s", "preempted_by", "moved_for", QUEUED_AT)
 
 AWAITING_APPROVAL = "awaiting_approval"  # accepted, above its queue's approval threshold
 PENDING = "pending"          # accepted, waiting for admission
@@ -276,6 +278,12 @@ class Workload:
     @property
     def gpus(self) -> int:
         return self.request.get("gpu", 0) * self.workers
+
+    @property
+    def waiting_since(self) -> float:
+        """When it last entered the queue: its submission, or its last requeue (after a preemption
+        or a lost node). How long it has waited *now*; ordering still ages it from submission."""
+        return float(self.metadata.get(QUEUED_AT, self.submitted_at))
 
     @property
     def flavor(self) -> str:

@@ -7,7 +7,7 @@ queue usage, per-user usage and node inventory never disagree.
 from __future__ import annotations
 
 from .inventory import Inventory
-from .model import HOLDING, PENDING, PREEMPTING, NodeSpec, PriorityClass, QueueSpec, Workload
+from .model import HOLDING, PENDING, PREEMPTING, QUEUED_AT, NodeSpec, PriorityClass, QueueSpec, Workload
 from .quota import QueueTree
 from .resources import CPU, MEMORY
 
@@ -55,7 +55,11 @@ class ClusterState:
             if w.state == PREEMPTING:
                 self.tree.mark_leaving(w.queue, w.total, -1)
 
-    def requeue(self, w: Workload) -> None:
+    def requeue(self, w: Workload, now: float | None = None) -> None:
+        """Back to pending; ``now``: it left what it held and waits again from then on
+        (``Workload.waiting_since``). Without it (work only nominated in a cycle) it never left."""
+        if now is not None:
+            w.metadata[QUEUED_AT] = now
         w.state = PENDING
         w.placement = []
         w.admitted_at = None

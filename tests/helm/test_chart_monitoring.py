@@ -13,7 +13,7 @@ import re
 
 import pytest
 from chart import CHART, ChartError, one, render
-from promql import PROMETHEUS_OWN, metric_names, selectors
+from promql import PROMETHEUS_OWN, metric_names, selectors, served_names
 
 ON = ("metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true")
 DURATION = re.compile(r"^[0-9]+(ms|s|m|h|d)$")
@@ -40,7 +40,8 @@ def test_every_alert_is_well_formed_and_reads_only_this_releases_series(tmp_path
     assert len(names) == len(set(names)) and set(names) >= {
         "ComputeHubServiceDown", "ComputeHubDatabaseUnavailable", "ComputeHubSchedulingStalled",
         "ComputeHubHubUnreachable", "ComputeHubGuaranteedWorkWaiting", "ComputeHubGPUsIdleWhileWorkWaits",
-        "ComputeHubLauncherSilent", "ComputeHubInventorySilent", "ComputeHubApprovalWaiting"}, names
+        "ComputeHubLauncherSilent", "ComputeHubInventorySilent", "ComputeHubApprovalWaiting",
+        "ComputeHubSchedulingCyclesFailing"}, names
     for r in alerts:
         assert set(r) <= {"alert", "expr", "for", "labels", "annotations"}, r
         assert re.fullmatch(r"ComputeHub[A-Za-z]+", r["alert"])
@@ -70,6 +71,32 @@ def test_the_values_shape_the_rules(tmp_path):
     objs = render(tmp_path, "metrics.prometheusRule.enabled=true", 'metrics.prometheusRule.selector=job="ch"')
     for r in rules(objs):
         assert all(eq.get("job") == "ch" and "namespace" not in eq for _, eq in selectors(r["expr"])), r["expr"]
+
+
+def test_the_alerts_read_what_a_real_service_serves(tmp_path):
+    """Every metric an alert reads is one the service serves (a ComputeHubService in-process, on
+    SQLite, after one cycle; test_chart_hub.py scrapes the chart's own service too), and failing
+    cycles alert only for errors: the database being away has its own alert."""
+    from prometheus_client import generate_latest
+
+    from hub_ext.app import ComputeHubService
+    svc = ComputeHubService(data_dir=str(tmp_path / "data"), service_prefix="/services/computehub/",
+                            nodes=[{"name": "n0", "gpus": 8}], initial_queues=[{"name": "a"}])
+    svc.initialize([])
+    try:
+        svc.run_cycle()
+        served = served_names(generate_latest(svc.metrics.registry).decode())
+    finally:
+        svc.sched.store.close()
+    alerts = rules(render(tmp_path, *ON))
+    read = {m for r in alerts for m in metric_names(r["expr"])} - PROMETHEUS_OWN
+    assert read <= served, read - served
+    by = {r["alert"]: r for r in alerts}
+    failing = by["ComputeHubSchedulingCyclesFailing"]
+    assert [(n, eq["reason"]) for n, eq in selectors(failing["expr"])] == [
+        ("computehub_scheduling_cycle_failures_total", "error")]
+    assert failing["for"] == "1m" and failing["labels"]["severity"] == "warning"
+    assert "traceback" in failing["annotations"]["description"]
 
 
 @pytest.mark.parametrize("sets, message", [

@@ -18,15 +18,19 @@ import time
 
 import pytest
 import requests
+from prometheus_client.parser import text_string_to_metric_families
 from realhub import RealHub, free_port
 from sqlalchemy import event
 from test_metrics_waiting import scrape, value, wait_for
 
 from hub_ext.app import ComputeHubService
+from scheduler.engine import Engine
 from scheduler.errors import StoreUnavailable
+from scheduler.store.exclusive import LostExclusivity
 
 UP, LAST = "computehub_database_up", "computehub_scheduling_cycle_last_success_timestamp_seconds"
 UNAVAILABLE = "computehub_unavailable_responses_total"
+FAILURES = "computehub_scheduling_cycle_failures_total"
 
 
 @pytest.mark.slow
@@ -36,6 +40,7 @@ def test_the_database_going_away_and_coming_back_is_seen_on_metrics(tmp_path, ow
         ada, carol = hub.tokens["ada"], hub.tokens["carol"]
         s = wait_for(lambda: (s := scrape(hub, ada)) and value(s, LAST) and s)
         assert value(s, UP) == 1 and value(s, UNAVAILABLE, error="database_unavailable") == 0
+        assert value(s, FAILURES, reason="database_unavailable") == 0
         assert time.time() - value(s, LAST) < 5
         own_pg.halt()
         try:
@@ -48,6 +53,9 @@ def test_the_database_going_away_and_coming_back_is_seen_on_metrics(tmp_path, ow
             s = scrape(hub, ada)
             assert value(s, UP) == 0 and value(s, LAST) == stopped
             assert value(s, UNAVAILABLE, error="database_unavailable") >= 1
+            # Each cycle meanwhile failed on the database (not counted as a bug).
+            assert value(s, FAILURES, reason="database_unavailable") >= 2
+            assert value(s, FAILURES, reason="error") == 0
             assert value(s, "computehub_gpus_capacity", flavor="a100") == 8     # memory is still shown
         finally:
             own_pg.resume()
@@ -138,3 +146,71 @@ def test_metrics_are_served_while_memory_waits_for_the_database(tmp_path, own_pg
     assert f'{UNAVAILABLE}{{error="database_unavailable"}} 1.0' in metrics[1]
     assert back[0] == 200 and f"{UP} 1.0" in back[1] and 'computehub_gpus_capacity{flavor="all"} 8.0' in back[1]
     assert not svc.sched.stale
+
+
+def test_failed_scheduling_cycles_are_counted_by_reason(tmp_path, monkeypatch):
+    """The service's own scheduling loop, in-process on a real SQLite file, scraped through its
+    real HTTP app. Injected in-process: a bug in the engine (its cycle raises), then the
+    ``LostExclusivity`` a write raises once another service took the database (made for real
+    in test_one_service.py, where the service then exits before anyone could scrape it). The
+    database going away is counted in the PostgreSQL test above."""
+    svc = ComputeHubService(data_dir=str(tmp_path), service_prefix="/services/computehub/",
+                            authenticate_metrics=False, nodes=[{"name": "n0", "gpus": 8}],
+                            initial_queues=[{"name": "a"}], cycle_interval=0.05, cycle_delay=0.0,
+                            cycle_min_interval=0.0)
+    svc.initialize([])
+    faults: list[BaseException] = []
+    real_cycle = Engine.cycle
+
+    def engine_cycle(self, now):
+        if faults:
+            raise faults[0]
+        return real_cycle(self, now)
+
+    monkeypatch.setattr(Engine, "cycle", engine_cycle)
+    port = free_port()
+
+    async def failures():
+        from tornado.httpclient import AsyncHTTPClient
+        r = await AsyncHTTPClient().fetch(f"http://127.0.0.1:{port}/services/computehub/metrics")
+        return {dict(s.labels)["reason"]: s.value for f in text_string_to_metric_families(r.body.decode())
+                for s in f.samples if s.name == FAILURES}
+
+    async def until(what, timeout=10.0):
+        deadline = time.monotonic() + timeout
+        while not what() and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+
+    async def run():
+        from tornado.httpserver import HTTPServer
+        server = HTTPServer(svc.make_app())
+        server.listen(port, "127.0.0.1")
+        svc._changed, svc._wake, svc._stop = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        loop = asyncio.create_task(svc.scheduling_loop())
+        try:
+            await until(lambda: svc.metrics.health.last_cycle is not None)
+            seen = [await failures()]
+            cycles = svc.cycles
+            faults.append(RuntimeError("injected bug"))
+            await asyncio.sleep(0.3)                          # several cycles, each failing
+            seen.append(await failures())
+            assert svc.cycles == cycles, "the injected bug did not fail the cycles"
+            faults[:] = [LostExclusivity({"host": "elsewhere", "pid": 1})]
+            await asyncio.wait_for(loop, 5)                   # it stops scheduling
+            seen.append(await failures())
+            return seen
+        finally:
+            svc.stopping = True
+            svc._wake.set()
+            await asyncio.wait_for(loop, 5)
+            server.stop()
+
+    try:
+        before, buggy, lost = asyncio.run(run())
+    finally:
+        svc.sched.store.close()
+    # Every reason is there from the start, at 0, so rate() works before the first failure.
+    assert before == {"database_unavailable": 0, "lost_exclusivity": 0, "error": 0}, before
+    assert buggy["error"] >= 2 and buggy["database_unavailable"] == 0 and buggy["lost_exclusivity"] == 0, buggy
+    assert lost["lost_exclusivity"] == 1 and lost["error"] == buggy["error"], lost
+    assert svc.exit_status == 1

@@ -114,3 +114,45 @@ def test_when_each_hub_service_last_called_and_a_limit_is_shown(hub):
     clients = {dict(k[1])["client"] for k in s if k[0] == "computehub_client_last_request_timestamp_seconds"}
     assert "ada" not in clients and "alice" not in clients, clients
     assert hub.call("DELETE", "/queues/metrics-limited", ada).status_code == 204
+
+
+def test_a_requeued_workload_waits_from_its_requeue_not_its_submission(fresh_hub):
+    """A job that ran and lost its node waits again from then on: the waiting gauges and the
+    wait observed when it is admitted again leave out the time it ran (4 s here)."""
+    hub = fresh_hub.start()
+    ada = hub.tokens["ada"]
+    job = submit(hub, "alice", "vision", 4)
+    admitted = wait_for(lambda: (w := hub.call("GET", f"/workloads/{job}", ada).json())["state"] == "admitted" and w)
+    assert admitted, hub.call("GET", f"/workloads/{job}", ada).json()
+    node = admitted["placement"][0]["node"]
+    other, zone = ("gpu-b", "west") if node == "gpu-a" else ("gpu-a", "east")
+    first = wait_for(lambda: value(scrape(hub, ada), "computehub_queue_wait_seconds_count", queue="vision") == 1)
+    assert first
+    waited_first = value(scrape(hub, ada), "computehub_queue_wait_seconds_sum", queue="vision")
+    # One of the other node's GPUs taken (inside nlp's guarantee: not a victim), so the job fits nowhere.
+    small = submit(hub, "carol", "nlp", 1, node_selector={"zone": zone})
+    assert wait_for(lambda: hub.call("GET", f"/workloads/{small}", ada).json()["state"] == "admitted")
+    time.sleep(4)                                           # the job runs
+    requeued = time.time()
+    r = hub.call("DELETE", f"/nodes/{node}", ada)
+    assert r.status_code == 200 and r.json()["workloads"] == [job], r.text
+
+    def seen():      # a cycle has looked at it since: pending, for want of capacity
+        s = scrape(hub, ada)
+        return s if value(s, "computehub_waiting_workloads", queue="vision", reason="capacity") == 1 else None
+    s = wait_for(seen)
+    assert s, {k: v for k, v in scrape(hub, ada).items() if "waiting" in k[0]}
+    since = time.time() - requeued
+    oldest = value(s, "computehub_oldest_waiting_seconds", queue="vision", state="pending")
+    assert oldest is not None and 0 <= oldest <= since + 0.5, (oldest, since)
+    # vision holds none of its 4 guaranteed GPUs now: the job is owed, and has waited as long.
+    owed = value(s, "computehub_queue_owed_wait_seconds", queue="vision")
+    assert 0 < owed <= since + 0.5, (owed, since)
+    assert hub.call("DELETE", f"/workloads/{small}", hub.tokens["carol"]).status_code == 200
+    assert wait_for(lambda: hub.call("GET", f"/workloads/{job}", ada).json()["state"] == "admitted")
+    s = wait_for(lambda: (s := scrape(hub, ada)) and
+                 value(s, "computehub_queue_wait_seconds_count", queue="vision") == 2 and s)
+    assert s and s[("computehub_admissions_total", (("queue", "vision"),))] == 2
+    waited_again = value(s, "computehub_queue_wait_seconds_sum", queue="vision") - waited_first
+    assert 0 <= waited_again <= time.time() - requeued + 0.5, waited_again
+    assert hub.call("GET", f"/workloads/{job}", ada).json()["placement"][0]["node"] == other

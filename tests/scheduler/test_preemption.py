@@ -23,6 +23,9 @@ def test_higher_rank_preempts_lower_rank_in_its_own_queue_only_after_preempt_aft
     # Youngest first: equal start times → the latest submitted go.
     assert victims == [batch[3].id, batch[2].id]
     assert all(s.get(v).state == PENDING for v in victims)   # requeued, keeping their age
+    # ... in the line's order; how long they have waited (metrics) restarts at their requeue.
+    assert all(s.get(v).submitted_at == 0 and s.get(v).waiting_since == 100 for v in victims)
+    assert batch[0].waiting_since == 0
     ev = s.events(workload_id=victims[0], kinds=("preempted",))
     assert ev and ev[0].data["preemptor"] == train.id and "higher priority class" in ev[0].reason
 
@@ -85,7 +88,7 @@ def test_live_mode_waits_for_victims_to_stop_before_starting_the_preemptor():
     res = s.cycle(now=701)                  # still stopping: no double allocation, no new victims
     assert res.admitted == [] and res.preempted == []
     s.mark_stopped(b2.id, now=705)
-    assert b2.state == PENDING              # requeued
+    assert b2.state == PENDING and b2.waiting_since == 705      # requeued: waits from when it stopped
     res = s.cycle(now=706)
     assert {w.id for w in res.admitted} == {a1.id, a2.id}
     kinds = [e.kind for e in s.events(workload_id=b2.id)]

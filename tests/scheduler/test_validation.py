@@ -35,6 +35,7 @@ def _state(s):
     # keys ComputeHub writes: a fake launcher status (a served endpoint) or a queue jump
     ({"metadata": {"status": {"endpoint": "http://elsewhere"}}}, ValidationError, "'status' are set by ComputeHub"),
     ({"metadata": {"moved_for": "w1", "ran_s": 1e9}}, ValidationError, "'ran_s', 'moved_for' are set by"),
+    ({"metadata": {"queued_at": 0}}, ValidationError, "'queued_at' are set by ComputeHub"),
     ({"time_limit": -5}, ValidationError, "time_limit"),
     ({"time_limit": "banana"}, ValidationError, "time_limit"),
     ({"gpu_model": "h100"}, ValidationError, "no node in the cluster can hold"),
