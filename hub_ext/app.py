@@ -116,6 +116,13 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Applicatio
                                     "database (one service per database), before refusing to start; 0 "
                                     "refuses at once. For a replacement started while the service it "
                                     "replaces is still stopping.")
+    database_timeout = Float(15.0, config=True,
+                             help="Seconds one call to PostgreSQL may take before the service breaks it "
+                                  "off and answers 503: a server that stops answering without closing "
+                                  "its connections would otherwise hold the whole service. Until the "
+                                  "server answers again (tried every second in the background) calls "
+                                  "fail at once. 0 waits for as long as the connection lasts. Not used "
+                                  "with SQLite, which waits at most 30 s for another writer's lock.")
 
     @default("data_dir")
     def _data_dir(self):

@@ -41,7 +41,7 @@ class ServiceConfig(StrictConfig):
     def _cycle_interval(self, proposal):
         return check_number(f"{S}.cycle_interval", proposal.value, low=0, low_open=True, unit="seconds")
 
-    @validate("cycle_delay", "cycle_min_interval", "other_service_wait")
+    @validate("cycle_delay", "cycle_min_interval", "other_service_wait", "database_timeout")
     def _cycle_pauses(self, proposal):
         return check_number(f"{S}.{proposal.trait.name}", proposal.value, low=0, unit="seconds")
 
@@ -152,7 +152,7 @@ class ServiceConfig(StrictConfig):
         shown = make_url(self.db_url).render_as_string(hide_password=True)
         store = None
         try:
-            store = SqlStore(self.db_url, migrate=False)
+            store = SqlStore(self.db_url, migrate=False, timeout=self.database_timeout)
             self._hold_store(store)
             return store
         except HeldElsewhere as e:

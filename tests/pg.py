@@ -3,17 +3,21 @@
 ``PgServer`` runs ``initdb`` into a fresh directory, starts ``postgres`` on
 127.0.0.1 with a free port (its unix socket in the same directory) and stops it
 with ``pg_ctl stop -m immediate``. ``halt`` and ``resume`` stop it (as a crash would) and
-start it again on the same port and data, for tests of a database outage. As root the
+start it again on the same port and data, for tests of a database outage; ``pause`` and
+``unpause`` freeze its processes (SIGSTOP) with their connections left open, as a paused VM
+or a wedged server would. As root the
 server runs as the ``postgres`` user (``runuser``), which owns the directory. The binaries are found with a
 glob over ``/usr/lib/postgresql/*/bin`` (newest version first) or on ``PATH``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -83,6 +87,7 @@ class PgServer:
         self.data = os.path.join(self.base, "data")
         self.port: int | None = None
         self._opts = ""
+        self._paused: list[int] = []
         if self.as_root:
             # Outside pytest's basetemp, whose 0700 parents the postgres user cannot traverse.
             shutil.chown(self.base, "postgres", "postgres")
@@ -122,6 +127,34 @@ class PgServer:
         self._run("pg_ctl", "-D", self.data, "-o", self._opts, "-l", os.path.join(self.base, "server.log"),
                   "-w", "-t", "60", "start")
 
+    def _processes(self) -> list[int]:
+        """The postmaster and its children (backends, background workers)."""
+        with open(os.path.join(self.data, "postmaster.pid")) as f:
+            postmaster = int(f.readline())
+        pids = [postmaster]
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open(f"/proc/{entry}/stat") as f:
+                        ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                except (OSError, IndexError, ValueError):
+                    continue
+                if ppid == postmaster:
+                    pids.append(int(entry))
+        return pids
+
+    def pause(self) -> None:
+        """Freeze every process of the server: connections stay open, nothing answers."""
+        self._paused = self._processes()
+        for pid in self._paused:
+            os.kill(pid, signal.SIGSTOP)
+
+    def unpause(self) -> None:
+        for pid in self._paused:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        self._paused = []
+
     def log(self) -> str:
         try:
             with open(os.path.join(self.base, "server.log")) as f:
@@ -130,6 +163,7 @@ class PgServer:
             return ""
 
     def stop(self) -> None:
+        self.unpause()      # a frozen server would not stop
         try:
             if os.path.exists(os.path.join(self.data, "postmaster.pid")):
                 self._run("pg_ctl", "-D", self.data, "-m", "immediate", "-w", "stop")

@@ -115,6 +115,8 @@ class ExclusiveHold:
                 hold = FileHold(self.url.database)
             else:
                 hold = PgHold(self.url, self._connect_args)
+                if getattr(self, "_watchdog", None) is not None:
+                    self._watchdog.track(hold.engine)      # a hold that hangs is broken off too
             if not hold.take():
                 hold.release()
                 raise HeldElsewhere(self.holder())
@@ -188,7 +190,7 @@ class PgHold:
         args = dict(connect_args, application_name=HOLD_APPLICATION_NAME, keepalives=1,
                     keepalives_idle=KEEPALIVE_IDLE_S, keepalives_interval=KEEPALIVE_INTERVAL_S,
                     keepalives_count=KEEPALIVE_COUNT)
-        self._engine = create_engine(url, poolclass=NullPool, isolation_level="AUTOCOMMIT", connect_args=args)
+        self.engine = create_engine(url, poolclass=NullPool, isolation_level="AUTOCOMMIT", connect_args=args)
         self._conn = None
         self._mutex = threading.Lock()
 
@@ -197,7 +199,7 @@ class PgHold:
         with self._mutex:
             self._drop()
             try:
-                conn = self._engine.connect()
+                conn = self.engine.connect()
             except sa_exc.DBAPIError as e:
                 raise StoreUnavailable(_detail(e)) from e
             try:
@@ -258,7 +260,7 @@ class PgHold:
     def release(self) -> None:
         with self._mutex:
             self._drop()        # ending the session releases the lock
-        self._engine.dispose()
+        self.engine.dispose()
 
 
 def _detail(e: BaseException) -> str:

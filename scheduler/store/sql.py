@@ -28,7 +28,11 @@ transaction that failed was rolled back, unless the failure came while committin
 refused write (``IntegrityError``) is not an outage and propagates as it is.
 Connections are checked before use (``pool_pre_ping``) and made anew, so the store
 works again by itself once the database is back; a PostgreSQL connection attempt
-gives up after ``connect_timeout`` (10 s unless the URL says otherwise).
+gives up after ``connect_timeout`` (10 s unless the URL says otherwise, and never more
+than ``timeout``). A PostgreSQL call that takes longer than ``timeout`` seconds (15 by
+default; 0: no bound) is broken off and raises ``StoreUnavailable``; until the server
+answers again, calls fail at once (``watchdog.py``). SQLite waits at most its busy timeout
+(30 s) for another writer's lock.
 
 ``hold_exclusively(owner)`` (the service calls it, nobody else) takes the database for this
 process alone until ``close()`` or the process ends (``exclusive.py``); while held, every
@@ -39,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 import os
 import threading
 
@@ -53,11 +58,13 @@ from . import tables as T
 from .base import PURGED_SEQ, Store
 from .exclusive import ExclusiveHold
 from .sql_reads import SqlReads
+from .watchdog import Watchdog
 
 BUSY_TIMEOUT_MS = 30_000
 _WRITE = "computehub_write"          # execution option marking a write transaction
 _MIGRATION_LOCK = 0x636F6D70         # PostgreSQL advisory lock id ("comp") for migrations
 CONNECT_TIMEOUT_S = 10               # PostgreSQL: give up a connection attempt after this
+DEFAULT_TIMEOUT_S = 15.0             # PostgreSQL: break off a store call that takes longer
 _SQLITE_IOERR = 10                   # SQLite's primary result code of an I/O error
 
 
@@ -114,7 +121,8 @@ def _ended_at(w: Workload) -> float | None:
 class SqlStore(ExclusiveHold, SqlReads, Store):
     """``Store`` on a SQL database; see the module docstring for the guarantees."""
 
-    def __init__(self, url: str, *, migrate: bool = True, echo: bool = False):
+    def __init__(self, url: str, *, migrate: bool = True, echo: bool = False,
+                 timeout: float = DEFAULT_TIMEOUT_S):
         u = make_url(url)
         self.url = u
         self.dialect = u.get_backend_name()
@@ -128,9 +136,14 @@ class SqlStore(ExclusiveHold, SqlReads, Store):
         else:
             kw["pool_pre_ping"] = True       # a connection the server dropped is replaced, not used
             if "connect_timeout" not in u.query:
-                kw["connect_args"] = {"connect_timeout": CONNECT_TIMEOUT_S}
+                bound = min(CONNECT_TIMEOUT_S, math.ceil(timeout)) if timeout > 0 else CONNECT_TIMEOUT_S
+                kw["connect_args"] = {"connect_timeout": max(2, bound)}     # libpq takes 2 s at least
         self._connect_args = dict(kw.get("connect_args", {}))     # for the hold's own connection
         self.engine = create_engine(u, **kw)
+        self._watchdog = None
+        if self.dialect == "postgresql" and timeout > 0:
+            self._watchdog = Watchdog(timeout, self._probe)
+            self._watchdog.track(self.engine)
         if self.dialect == "sqlite":
             _sqlite_setup(self.engine)
         self._lock = threading.RLock()       # one write transaction at a time in this process
@@ -151,7 +164,26 @@ class SqlStore(ExclusiveHold, SqlReads, Store):
         return StoreUnavailable(_detail(e), in_doubt=in_doubt)
 
     @contextlib.contextmanager
-    def _begin(self):
+    def _watched(self, bounded: bool = True):
+        """One call to the database, broken off after ``timeout`` (PostgreSQL; ``watchdog.py``)."""
+        if self._watchdog is None or not bounded:
+            yield
+            return
+        self._watchdog.refuse_while_down()
+        with self._watchdog.watch():
+            yield
+
+    def _probe(self) -> None:
+        with self.engine.connect() as c:
+            c.exec_driver_sql("SELECT 1")
+
+    @contextlib.contextmanager
+    def _begin(self, bounded: bool = True):
+        with self._watched(bounded), self._transaction_begun() as conn:
+            yield conn
+
+    @contextlib.contextmanager
+    def _transaction_begun(self):
         committing = False
         try:
             with self._lock:
@@ -173,7 +205,7 @@ class SqlStore(ExclusiveHold, SqlReads, Store):
         """Bring the schema to the newest revision (``alembic upgrade head``)."""
         from alembic import command
 
-        with self._begin() as conn:
+        with self._begin(bounded=False) as conn:     # a migration of a long history takes its time
             if self.dialect == "postgresql":    # two processes starting at once migrate in turn
                 conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})")
             command.upgrade(alembic_config(conn), "head")
@@ -203,6 +235,11 @@ class SqlStore(ExclusiveHold, SqlReads, Store):
         if conn is not None:
             yield conn
             return
+        with self._watched(), self._read_connection(consistent) as c:
+            yield c
+
+    @contextlib.contextmanager
+    def _read_connection(self, consistent: bool):
         try:
             with self._lock if self._memory else contextlib.nullcontext(), self.engine.connect() as c:
                 if consistent and self.dialect == "postgresql":
@@ -354,4 +391,6 @@ class SqlStore(ExclusiveHold, SqlReads, Store):
 
     def close(self) -> None:
         self._release_hold()
+        if self._watchdog is not None:
+            self._watchdog.close()
         self.engine.dispose()
