@@ -15,6 +15,9 @@ read or repair need none) holds the database exclusively while it runs:
   about a minute) found the holder's machine gone. A hold whose connection broke is
   taken again before the next write transaction begins; if another service has it by
   then, this one has lost the database for good (``LostExclusivity``) and must stop.
+  Every write transaction also reads the holder record first (``_fence``), with a share
+  lock the next holder's own record waits for, so no write of this one lands after the
+  next one began, whenever the hold broke.
 - In-memory SQLite is one process's own database: nothing to hold.
 
 Who holds it (pid, host, since, the service's URL) is recorded in the ``meta`` table
@@ -31,10 +34,12 @@ import threading
 import time
 
 from sqlalchemy import create_engine
+from sqlalchemy import select as sql_select
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.pool import NullPool
 
 from ..errors import StoreUnavailable
+from . import tables as T
 
 SERVICE_LOCK = 0x636F6D7073657276       # PostgreSQL advisory lock key ("compserv"); migrations use another
 HOLDER_KEY = "service_holder"           # meta key: JSON of who holds the database
@@ -102,6 +107,7 @@ class ExclusiveHold:
     _hold: FileHold | PgHold | None = None
     _owner: dict | None = None
     _lost: LostExclusivity | None = None
+    _fenced = False         # our holder record is written: write transactions check it (``_fence``)
 
     def hold_exclusively(self, owner: dict, *, migrate: bool = True) -> None:
         """Take the database for this process alone, then migrate (``migrate``) and record
@@ -125,6 +131,7 @@ class ExclusiveHold:
             self.migrate()
         with self.transaction():
             self.set_meta(HOLDER_KEY, json.dumps(owner))
+        self._fenced = self._hold is not None
 
     def holder(self) -> dict | None:
         """Who holds the database, as recorded when it took it (None if unknown)."""
@@ -146,6 +153,22 @@ class ExclusiveHold:
             self._lost = LostExclusivity(None if holder == self._owner else holder)
             self._hold.release()
         raise LostExclusivity(self._lost.holder)
+
+    def _fence(self, conn) -> None:
+        """First in every write transaction once the hold is recorded: the holder record must
+        still be ours. On PostgreSQL it is read with a share lock, which a service taking over
+        (it records itself before it decides anything) waits for: whatever this transaction
+        commits is committed before the other's first decision, even if the hold was lost
+        after ``_check_hold`` looked. Raises ``LostExclusivity`` (the transaction rolls back)."""
+        stmt = sql_select(T.meta.c.value).where(T.meta.c.key == HOLDER_KEY)
+        if self.dialect == "postgresql":
+            stmt = stmt.with_for_update(read=True)
+        holder = parse_holder(conn.execute(stmt).scalar())
+        if holder != self._owner:
+            if self._lost is None:
+                self._lost = LostExclusivity(holder)
+                self._hold.release()
+            raise LostExclusivity(self._lost.holder)
 
     def _release_hold(self) -> None:
         if self._hold is not None:

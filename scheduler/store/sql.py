@@ -192,6 +192,8 @@ class SqlStore(ExclusiveHold, SqlReads, Store):
                 with self.engine.connect() as conn:
                     conn.execution_options(**{_WRITE: True})
                     with conn.begin():
+                        if self._fenced:
+                            self._fence(conn)
                         yield conn
                         committing = True
         except sa_exc.DBAPIError as e:

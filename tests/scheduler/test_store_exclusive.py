@@ -180,3 +180,33 @@ def test_postgresql_restart_is_an_outage_then_the_hold_is_taken_again(own_pg):
     assert "http://first" in str(refused(url, "second"))
     first.close()
     held(url, "second").close()
+
+
+@pytest.mark.postgres
+def test_postgresql_a_write_begun_before_the_hold_was_lost_lands_before_the_next_holder_begins(pg_server):
+    """The gap ``_check_hold`` leaves: it looked, the hold was fine, then the hold's connection
+    broke and another service took the database while this transaction was still open. The
+    fence (the holder record, read with a share lock first in the transaction) makes the
+    other one's record wait for this commit, and this one's next write fail."""
+    import threading
+
+    url = pg_server.create_database()
+    first = Scheduler(held(url, "first"))
+    first.put_node({"name": "n0", "gpus": 2}, now=0)
+    first.put_queue({"name": "q"}, now=0)
+    took_over = threading.Event()
+    second: list = []
+    with first.store.transaction():
+        first.store.set_meta("probe", "written by first")
+        terminate(pg_server.port, first.store.hold_backend_pid())
+        threading.Thread(target=lambda: (second.append(held(url, "second")), took_over.set()),
+                         daemon=True).start()
+        # Without the fence the second records itself (and could decide) while this is open.
+        assert not took_over.wait(1.5), "the next holder began before this transaction ended"
+    assert took_over.wait(15)
+    assert describe_holder(second[0].holder()).endswith("http://second")
+    with pytest.raises(LostExclusivity) as e:
+        first.submit({"user": "ada", "queue": "q", "resources": {"gpu": 1}}, now=3)
+    assert "http://second" in str(e.value)
+    first.store.close()
+    second[0].close()
