@@ -31,7 +31,7 @@ from traitlets import Dict, Enum, Float, List, Unicode, default, validate
 from scheduler.config_checks import check_number
 
 from .inventory import model_key
-from .kube_failures import pod_trouble
+from .kube_failures import disrupted, node_gone, pod_trouble
 from .options import OptionsError, WAIVABLE, admin_allowed, check_pod, validate_user_options
 from .queueing import QueueingMixin, ServerFailed
 from .service_client import ServiceClient, ServiceError
@@ -200,12 +200,14 @@ class QueuedKubeSpawner(QueueingMixin, KubeSpawner):
         never scheduled) fails the spawn at once with the reason (``ServerFailed``) instead of after
         start_timeout, and its pod is deleted."""
         before = (self._pod_now() or {}).get("metadata", {}).get("uid")      # an earlier server's, going
+        self._last_pod = None
         start = asyncio.ensure_future(super()._start_server())
         try:
             while not start.done():
                 pod = self._pod_now()
                 meta = (pod or {}).get("metadata") or {}
                 if pod and meta.get("uid") != before and not meta.get("deletionTimestamp"):
+                    self._last_pod = pod
                     trouble = pod_trouble(pod, "the notebook server", time.time(),
                                           pull_grace=self.container_start_grace, pending_grace=self.unscheduled_grace)
                     if trouble:
@@ -218,11 +220,51 @@ class QueuedKubeSpawner(QueueingMixin, KubeSpawner):
             if not start.done():
                 start.cancel()
 
+    _last_pod: dict | None = None       # the server's pod as the last poll saw it (its node, conditions)
+    _gone: tuple[str, bool] | None = None   # why its pod vanished, judged by this poll
+
+    async def poll(self):
+        """A pod that vanished is judged before the queueing layer reports the end (``ended_why``):
+        by what the last poll saw of it (a DisruptionTarget) and by its node as the API has it
+        now, since a node that goes takes its pods with it (docs/kubernetes.md)."""
+        self._gone = None
+        pod = self._pod_now()
+        if pod is not None:
+            self._last_pod = pod
+        elif self.workload_id and self._launched and not self._stopping and self._pods_loaded():
+            self._gone = await self._why_gone()
+        return await super().poll()
+
+    def _pods_loaded(self) -> bool:
+        reflector = getattr(self, "pod_reflector", None)
+        return reflector is not None and reflector.first_load_future.done()
+
+    async def _why_gone(self) -> tuple[str, bool] | None:
+        who, last = "the notebook server", self._last_pod or {}
+        trouble = disrupted(last, who) if last else None
+        if trouble and trouble.cluster:
+            return f"{trouble.reason}; its pod {self.pod_name} is gone", True
+        placement = (self._admitted_w or {}).get("placement") or [{}]
+        node = (last.get("spec") or {}).get("nodeName") or placement[0].get("node")
+        if not node:
+            return None
+        from kubernetes_asyncio.client.exceptions import ApiException
+        try:
+            node_obj = self._serialize(await self.api.read_node(node))
+        except ApiException as e:
+            if e.status != 404:         # e.g. 403: the hub may not read nodes; nothing more is known
+                self.log.info("ComputeHub: could not read node %s of %s's vanished pod: %s", node, self.user.name,
+                              e.status)
+                return None
+            node_obj = None
+        trouble = node_gone(self.pod_name, who, node, node_obj)
+        return (trouble.reason, True) if trouble else None
+
     def ended_why(self) -> tuple[str, bool] | None:
         pod = self._pod_now()
         if pod is None:
-            return (f"the notebook server's pod {self.pod_name} is gone (deleted outside ComputeHub, or with its "
-                    "node)", False)
+            return self._gone or (f"the notebook server's pod {self.pod_name} is gone (deleted outside ComputeHub, "
+                                  "or with its node)", False)
         inf = float("inf")
         trouble = pod_trouble(pod, "the notebook server", time.time(), pull_grace=inf, pending_grace=inf)
         return (trouble.reason, trouble.cluster) if trouble else None

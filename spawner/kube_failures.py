@@ -163,6 +163,24 @@ def disrupted(pod: dict, who: str) -> PodTrouble | None:
     return None
 
 
+def node_gone(pod_name: str, who: str, node: str, node_obj: dict | None) -> PodTrouble | None:
+    """A pod that vanished (no DisruptionTarget seen on it), judged by its node as the API has it
+    now: ``node_obj`` None (no such node: deleted with its pods, as the pod garbage collector
+    does), not Ready (the node controller evicted its pods) or cordoned (drained): the cluster's
+    doing, reported like ``disrupted`` says it of a pod it saw going. None: the node is there,
+    Ready and schedulable; someone deleted the pod."""
+    spec, status = (node_obj or {}).get("spec") or {}, (node_obj or {}).get("status") or {}
+    if node_obj is None:
+        why = DISRUPTED["DeletionByPodGC"]
+    elif not any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []):
+        why = "its node {node} went away (NotReady or unreachable)"
+    elif spec.get("unschedulable"):
+        why = "its node {node} was drained (cordoned, its pods evicted)"
+    else:
+        return None
+    return PodTrouble(f"{who}: {why.format(node=node)}; its pod {pod_name} is gone", cluster=True)
+
+
 def pod_trouble(pod: dict, who: str, now: float, *, pull_grace: float = 60.0,
                 pending_grace: float = 300.0) -> PodTrouble | None:
     """What is wrong with ``pod`` (``who``: "worker 1", "the notebook server"), or None while it

@@ -99,10 +99,10 @@ def pod_env(pod: dict, env: dict, ip: str) -> dict:
 
 
 @contextlib.contextmanager
-def spawner_hub(d: Path, extra_spawner_config: str = ""):
+def spawner_hub(d: Path, extra_spawner_config: str = "", setup: Callable[[KmockCluster], None] | None = None):
     """A started hub spawning with QueuedKubeSpawner (``spawner_config``, then
     ``extra_spawner_config``) against a fresh emulated API with a ProcessKubelet; $KUBECONFIG
-    points at it meanwhile."""
+    points at it meanwhile. ``setup(cluster)`` runs before the hub starts."""
     cluster = KmockCluster(d).start()
     cluster.kubelet = ProcessKubelet(cluster, d, env_overrides=pod_env)
     old = os.environ.get("KUBECONFIG")
@@ -111,6 +111,8 @@ def spawner_hub(d: Path, extra_spawner_config: str = ""):
     hub.spawner_config = spawner_config(hub, free_port()) + extra_spawner_config
     hub.cluster = cluster
     try:
+        if setup is not None:
+            setup(cluster)
         hub.start()
         yield hub
     finally:

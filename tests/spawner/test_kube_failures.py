@@ -3,7 +3,7 @@ the tests of the launcher and the spawner write them in place of a kubelet). Not
 
 from __future__ import annotations
 
-from spawner.kube_failures import pod_trouble, quantity
+from spawner.kube_failures import node_gone, pod_trouble, quantity
 
 NOW = 1_800_000_000.0
 MADE = "2027-01-15T08:00:00Z"        # the pods' creation; age(s) is that plus s seconds
@@ -71,3 +71,17 @@ def test_an_exit_says_its_code_signal_and_oom_with_the_limit():
     assert pod_trouble(ended(143, "Error"), "w", NOW).reason == "w exited with code 143, signal 15 (Error)"
     assert pod_trouble(pod({"phase": "Succeeded", "containerStatuses": [
         {"name": "worker", "state": {"terminated": {"exitCode": 0}}}]}), "w", NOW) is None
+
+
+def test_a_vanished_pod_is_the_clusters_doing_only_when_its_node_is_not_there_ready_and_schedulable():
+    def node(ready="True", unschedulable=False):
+        return {"metadata": {"name": "n3"}, "spec": {"unschedulable": unschedulable},
+                "status": {"conditions": [{"type": "MemoryPressure", "status": "False"},
+                                          {"type": "Ready", "status": ready}]}}
+    t = node_gone("p", "w", "n3", None)
+    assert t.cluster and t.reason == "w: its node n3 went away (deleted from the cluster); its pod p is gone"
+    t = node_gone("p", "w", "n3", node(ready="Unknown"))
+    assert t.cluster and t.reason == "w: its node n3 went away (NotReady or unreachable); its pod p is gone"
+    t = node_gone("p", "w", "n3", node(unschedulable=True))
+    assert t.cluster and t.reason == "w: its node n3 was drained (cordoned, its pods evicted); its pod p is gone"
+    assert node_gone("p", "w", "n3", node()) is None        # someone deleted the pod

@@ -9,7 +9,8 @@ processes). Emulated: the Kubernetes API (kmock, tests/spawner/kmock_cluster.py)
 test's ProcessKubelet runs the pods; for an image in its ``faults`` it writes the status a kubelet
 that cannot pull it writes, or never takes the pod, as a node that is gone); the kubelet's and the
 node lifecycle controller's later verdicts (OOMKilled, evicted) are written by the test as pod
-status; the GPU node ("kube-gpu-1", one A100) is declared.
+status; the GPU node ("kube-gpu-1", one A100) is declared, and exists as a Node object that the
+test deletes or marks NotReady as the node lifecycle controller and pod garbage collector would.
 """
 
 from __future__ import annotations
@@ -22,12 +23,15 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub_ext"))
+from kube_controllers import create, patch_status  # noqa: E402
 from kube_hubs import (hub_api, newest_workload, server, spawn, spawner_hub, stop, user_pods, wait_for,  # noqa: E402
                        wait_ready, workload)
 from kube_profiles import NS  # noqa: E402
 
 TORCH = "quay.io/jupyter/pytorch-notebook:2025-01-06"
 TF = "quay.io/jupyter/tensorflow-notebook:2025-01-06"
+NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "kube-gpu-1"}, "spec": {},
+        "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}}
 PULL_FAILED = {"phase": "Pending", "hostIP": "10.0.0.1", "containerStatuses": [{
     "name": "notebook", "ready": False, "restartCount": 0, "image": TF, "imageID": "",
     "state": {"waiting": {"reason": "ErrImagePull",
@@ -41,7 +45,7 @@ c.Spawner.poll_interval = 1
 c.KubeSpawner.start_timeout = 40
 c.QueuedKubeSpawner.container_start_grace = 0
 c.QueuedKubeSpawner.unscheduled_grace = 3
-""") as hub:
+""", setup=lambda cluster: cluster.run(create(cluster, "/api/v1/nodes", NODE))) as hub:
         yield hub
 
 
@@ -138,6 +142,61 @@ def test_a_running_server_that_dies_is_reported_with_the_cause(fhub, status, rea
     assert ended["reason"].startswith(reason.replace("jupyter-alice", name)), ended
     assert any(e["kind"] == kind for e in events(hub, w["id"])), events(hub, w["id"])
     wait_for("alice's server gone", lambda: not server(hub, "alice"), 60)
+    spawn(hub, "bob", {"profile": "a100"})          # the GPU is free again
+    wait_ready(hub, "bob")
+    stop(hub, "bob")
+
+
+def delete_pod(hub, name):
+    async def delete():
+        async with hub.cluster.emulator.delete(f"/api/v1/namespaces/{NS}/pods/{name}") as r:
+            r.raise_for_status()
+    hub.cluster.run(delete())
+
+
+def node_deleted(hub):
+    async def delete():
+        async with hub.cluster.emulator.delete("/api/v1/nodes/kube-gpu-1") as r:
+            r.raise_for_status()
+    hub.cluster.run(delete())
+
+
+def node_not_ready(hub):
+    hub.cluster.run(patch_status(hub.cluster, "/api/v1/nodes/kube-gpu-1", {"conditions": [
+        {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown"}]}))
+
+
+def node_back(hub):
+    if any(n["metadata"]["name"] == "kube-gpu-1" for n in hub.cluster.objects("nodes")):
+        hub.cluster.run(patch_status(hub.cluster, "/api/v1/nodes/kube-gpu-1", NODE["status"]))
+    else:
+        hub.cluster.run(create(hub.cluster, "/api/v1/nodes", NODE))
+
+
+@pytest.mark.parametrize("node_goes,why", [
+    (node_deleted, "its node kube-gpu-1 went away (deleted from the cluster)"),
+    (node_not_ready, "its node kube-gpu-1 went away (NotReady or unreachable)"),
+], ids=["node-deleted", "node-not-ready"])
+def test_a_server_whose_pod_went_with_its_node_is_reported_node_lost(fhub, node_goes, why):
+    """Its node goes and its pod with it (the pod garbage collector deletes a deleted node's pods;
+    the node controller evicts an unreachable node's): the cluster's doing, reported as node_lost
+    with the node's name, as for jobs; not as a pod someone deleted."""
+    hub = fhub
+    spawn(hub, "alice", {"profile": "a100", "image": "torch"})
+    wait_ready(hub, "alice")
+    w = newest_workload(hub, "alice")
+    [pod] = user_pods(hub, "alice")
+    name = pod["metadata"]["name"]
+    try:
+        node_goes(hub)
+        delete_pod(hub, name)
+        ended = wait_for("the workload failed", lambda: (x := workload(hub, w["id"]))["state"] == "failed" and x, 60)
+        assert ended["reason"].startswith(f"the notebook server: {why}; its pod {name} is gone"), ended
+        lost = [e for e in events(hub, w["id"]) if e["kind"] == "node_lost"]
+        assert lost and lost[0]["reason"] == ended["reason"], events(hub, w["id"])
+        wait_for("alice's server gone", lambda: not server(hub, "alice"), 60)
+    finally:
+        node_back(hub)
     spawn(hub, "bob", {"profile": "a100"})          # the GPU is free again
     wait_ready(hub, "bob")
     stop(hub, "bob")
