@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import time
 
-from traitlets import Float
+from traitlets import Float, validate
+
+from scheduler.config_checks import check_number
 
 from .kube import LABEL_PREFIX, label_value
 from .kube_failures import PodTrouble, disrupted, last_crash, not_started, parse_time, pod_trouble, restarts, waiting
 from .kube_manifests import JOB_INDEX_ANNOTATION, name_of
 from .launch_base import Ended, LauncherBackend
+
+# Every inference replica (the Deployments' pod template carries the label, also those of launchers
+# from before app.kubernetes.io/managed-by was set).
+INFERENCE_PODS = f"{LABEL_PREFIX}kind=inference"
 
 
 class PodWatch(LauncherBackend):
@@ -28,11 +34,21 @@ class PodWatch(LauncherBackend):
         (the kube-scheduler finds no node: taints, affinity) or not taken by the node it is bound to (the node
         is gone or NotReady) before the admission is given back: the workload is reported node_lost with the
         reason, and the service requeues it if its class requeues (seconds, from the pod's creation).""")
+    deployment_check_interval = Float(60.0, config=True, help="""Seconds between reads of a running inference
+        service's Deployment while its pods are there, to notice one deleted outside ComputeHub (its pods are
+        read at every look, in one listing shared by all services; a service with no live pod has its
+        Deployment read at every look).""")
+
+    @validate("deployment_check_interval")
+    def _check_interval_ok(self, proposal):
+        return check_number(f"{type(self).__name__}.deployment_check_interval", proposal.value, low=0, unit="seconds")
 
     def __init__(self, **kw):
         super().__init__(**kw)
         self._seen: dict[str, dict] = {}     # inference: per workload, its replicas' restarts seen so far
         self._workers: dict[str, dict[str, str]] = {}    # jobs: per workload, its pods seen (name → "worker i")
+        self._shared: dict | None = None     # inference: one listing of all replicas, and whom it served
+        self._checked: dict[str, float] = {}     # inference: per workload, when its Deployment was last read
 
     async def poll(self, workload: dict) -> Ended | None:
         """None while it runs (or starts, within the graces); else how it ended, with a reason
@@ -89,6 +105,7 @@ class PodWatch(LauncherBackend):
 
     async def _trouble_ended(self, workload: dict, trouble: PodTrouble, **extra) -> Ended:
         self._workers.pop(workload["id"], None)
+        self._checked.pop(workload["id"], None)
         await self._save_logs(workload)
         lines = self.last_lines(workload)
         self._log(workload, trouble.reason)         # in its log too, after the lines its reason shows
@@ -99,8 +116,24 @@ class PodWatch(LauncherBackend):
         api = await self.api()
         selector = f"{LABEL_PREFIX}workload={label_value(workload['id'])}"
         pods = await api["core"].list_namespaced_pod(self.namespace, label_selector=selector)
-        out = [api["client"].sanitize_for_serialization(p) for p in pods.items]
-        return sorted(out, key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"]))
+        return _oldest_first(api["client"].sanitize_for_serialization(p) for p in pods.items)
+
+    async def _inference_pods(self, workload: dict) -> list[dict]:
+        """A service's pods, oldest first, from one listing of every inference replica in the
+        namespace, shared by the services the driver polls in one look: it is made again when a
+        service it already served asks again (the next look), so a look lists once, whatever the
+        number of services."""
+        wid = workload["id"]
+        if self._shared is None or wid in self._shared["served"]:
+            api = await self.api()
+            pods = await api["core"].list_namespaced_pod(self.namespace, label_selector=INFERENCE_PODS)
+            by: dict[str, list[dict]] = {}
+            for p in pods.items:
+                p = api["client"].sanitize_for_serialization(p)
+                by.setdefault((p["metadata"].get("labels") or {}).get(f"{LABEL_PREFIX}workload"), []).append(p)
+            self._shared = {"pods": by, "served": set()}
+        self._shared["served"].add(wid)
+        return _oldest_first(self._shared["pods"].get(label_value(wid), []))
 
     async def _job_pods(self, workload: dict, job) -> list[tuple[dict, str]]:
         """(pod, "worker <index>") of this Job's pods (not an earlier run's, made before it)."""
@@ -121,12 +154,17 @@ class PodWatch(LauncherBackend):
         counts against its ``max_restarts``. A replica whose image cannot be pulled ends it
         (``final``); one never scheduled gives its admission back (``node_lost``)."""
         wid = workload["id"]
-        if await self._read("Deployment", workload) is None:
-            return Ended(1, f"its Deployment {name_of(workload)} was deleted outside ComputeHub",
-                         self.last_lines(workload), final=True)
+        pods = await self._inference_pods(workload)
         now, crashes, why = time.time(), 0, None
+        live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+        if not live or now - self._checked.get(wid, 0.0) >= self.deployment_check_interval:
+            if await self._read("Deployment", workload) is None:
+                self._checked.pop(wid, None)
+                return Ended(1, f"its Deployment {name_of(workload)} was deleted outside ComputeHub",
+                             self.last_lines(workload), final=True)
+            self._checked[wid] = now
         seen = self._seen.setdefault(wid, {"restarts": {}, "gone": set()})
-        for p in await self._pods(workload):
+        for p in pods:
             name = p["metadata"]["name"]
             who = f"replica {name}"
             trouble = waiting(p, who, now, self.container_start_grace)
@@ -149,3 +187,7 @@ class PodWatch(LauncherBackend):
         lines = self.last_lines(workload)
         self._log(workload, why.reason)
         return Ended(why.exit_code or 1, why.reason, lines, restarted=crashes)
+
+
+def _oldest_first(pods) -> list[dict]:
+    return sorted(pods, key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"]))
