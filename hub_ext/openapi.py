@@ -233,7 +233,7 @@ def document(version: str) -> dict:
                                    _q("kind", {"type": "array", "items": {"type": "string", "enum": list(KINDS)}},
                                       "one or more (repeat the parameter)"),
                                    _q("limit", {"type": "integer", "minimum": 1, "maximum": 10000}),
-                                   _q("offset", {"type": "integer", "minimum": 0}),
+                                   _q("offset", {"type": "integer", "minimum": 0, "maximum": 10**9}),
                                    _q("order", {"type": "string", "enum": ["oldest", "newest"]},
                                       "oldest (submission order, the default) or newest first: the latest "
                                       "ended work is `state=finished&...&order=newest&limit=N`")], scope=ANY),

@@ -124,3 +124,72 @@ def _request(hub, method: str, path: str, token: str):
     kw = {"json": {}} if method in ("post", "put", "patch") else {}
     return requests.request(method.upper(), hub.service_url + path, timeout=10,
                             headers={"Authorization": f"token {token}"}, **kw)
+
+
+QUERY_READ = re.compile(r"""\b(?:get_query_arguments?|get_arguments?|query_float|query_int)\(\s*["'](\w+)["']""")
+QUERY_INT = re.compile(r"""\bquery_int\(\s*["'](\w+)["']\s*,\s*[^,]+,\s*([\d_]+)\s*,\s*([\d_*]+)\s*\)""")
+
+
+def _handler_source(cls: type, method: str) -> str:
+    import inspect
+
+    return inspect.getsource(getattr(cls, method))
+
+
+def test_documented_query_parameters_are_the_ones_read(tmp_path):
+    """Each operation documents exactly the query parameters its handler reads, and the bounds of
+    integer ones are the handler's (a client built from the document gets no 400 it did not expect)."""
+    doc = document(VERSION)
+    checked = 0
+    for template, (cls, methods) in api_routes(tmp_path).items():
+        for method in methods:
+            source = _handler_source(cls, method)
+            read = set(QUERY_READ.findall(source))
+            op = doc["paths"][template][method]
+            params = {p["name"]: p for p in op.get("parameters", []) if p["in"] == "query"}
+            assert read == set(params), (f"{method.upper()} {template}: {cls.__name__} reads {sorted(read)}, "
+                                         f"the document lists {sorted(params)}")
+            for name, low, high in QUERY_INT.findall(source):
+                schema = params[name]["schema"]
+                assert (schema.get("minimum"), schema.get("maximum")) == (int(eval(low)), int(eval(high))), \
+                    f"{method.upper()} {template} ?{name}: the handler takes {low}..{high}, the document {schema}"
+            checked += bool(read)
+    assert checked >= 5, "no handler reading query parameters was found"
+
+
+def test_scopes_the_document_names_exist():
+    """Scopes in the operations' descriptions are ComputeHub's custom scopes (or the hub's read:metrics)."""
+    import json
+
+    from hub_ext.scopes import CUSTOM_SCOPES, PREFIX, READ_METRICS
+
+    text = json.dumps(document(VERSION))
+    named = set(re.findall(r"custom:computehub:[a-z-]+", text))
+    short = {PREFIX + s for s in re.findall(r"\b(submit-on-behalf|submit|team|nodes|admin)\b", text)}
+    assert named, "the document names no scope"
+    assert named <= set(CUSTOM_SCOPES), sorted(named - set(CUSTOM_SCOPES))
+    assert short <= set(CUSTOM_SCOPES)
+    assert READ_METRICS in text
+
+
+def test_request_bodies_list_the_fields_the_service_takes():
+    from hub_ext.api_workloads import SUBMIT_FIELDS
+    from scheduler.model import PriorityClass, QueueSpec
+
+    schemas = document(VERSION)["components"]["schemas"]
+    for name, fields in (("Submit", set(SUBMIT_FIELDS)), ("PriorityClass", set(PriorityClass.__dataclass_fields__)),
+                         ("Queue", set(QueueSpec.__dataclass_fields__)), ("NodeFlags", {"draining", "healthy"}),
+                         ("Checkpoint", {"at", "on_stop"})):
+        assert set(schemas[name]["properties"]) == fields, (name, sorted(set(schemas[name]["properties"]) ^ fields))
+
+
+def test_the_service_guide_names_every_documented_path():
+    """docs/service.md's tables name every path of the document (ids written as {id}, {name} or <id>)."""
+    from pathlib import Path
+
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "service.md").read_text()
+    norm = lambda t: re.sub(r"\{\w+\}|<\w+>", "{}", t.strip("/"))     # noqa: E731
+    named = {norm(p) for p in re.findall(r"(?:api/v1/[\w/{}.]+|serve/<id>/|metrics)", guide)}
+    for template in document(VERSION)["paths"]:
+        t = norm(template)
+        assert t in named or (t.startswith("serve/") and "serve/{}" in named), f"{template} is not in docs/service.md"
