@@ -12,6 +12,7 @@ from urllib.parse import quote
 from tornado.httpclient import AsyncHTTPClient
 
 from scheduler import ValidationError
+from scheduler.job_env import check_job_env
 from scheduler.model import DEFAULT_CLASS_FOR_KIND
 
 from .base import APIError
@@ -23,6 +24,7 @@ class SubmissionRules:
     async def submission_for(self, caller, body: dict) -> dict:
         """The scheduler spec for a caller's submission, after the service's own rules."""
         spec = dict(body)
+        check_job_env(spec.get("metadata"))     # NVIDIA_* would pick the container's GPUs: refused
         if "user" in spec and (not isinstance(spec["user"], str) or not spec["user"]):
             raise ValidationError("user must be a user name (text)")
         if "user" in spec and spec["user"] != caller.name and not caller.on_behalf:

@@ -122,9 +122,14 @@ def placement_nodes(workload: dict) -> list[str]:
     return [a["node"] for a in workload.get("placement") or []]
 
 
+def _gpus(workload: dict) -> int:
+    """GPUs per worker: the placement's, else the request's."""
+    return len(gpus_of(workload, 0)) or int((workload.get("resources") or {}).get("gpu") or 0)
+
+
 def _resources(workload: dict, s: Settings) -> dict:
     r = workload.get("resources") or {}
-    gpus = len(gpus_of(workload, 0)) or int(r.get("gpu") or 0)
+    gpus = _gpus(workload)
     limits = {}
     if r.get("cpu"):
         cpu = str(r["cpu"])           # the service renders millicores ("4000m")
@@ -177,6 +182,11 @@ def _env(workload: dict, job: Job, t: Template, s: Settings) -> list:
             {"name": CHECKPOINT_ENV, "value": ckpt}]
     if s.computehub_url:
         env.append({"name": "COMPUTEHUB_URL", "value": s.computehub_url})
+    if not _gpus(workload):
+        # CUDA images set NVIDIA_VISIBLE_DEVICES=all; on a node whose default runtime is NVIDIA's a
+        # pod that asked for no GPU would see every one. With GPUs the device plugin sets it (and
+        # a pod's own value would override the plugin's: job_of drops a user's NVIDIA_*).
+        env.append({"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"})
     if workload.get("report_token"):     # good for this workload's checkpoint reports only
         env.append({"name": REPORT_TOKEN_ENV, "valueFrom": {"secretKeyRef": {
             "name": name_of(workload) + SUFFIXES["Secret"], "key": "token"}}})

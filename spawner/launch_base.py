@@ -23,15 +23,17 @@ from dataclasses import dataclass, field
 from traitlets import Integer, Unicode, default
 from traitlets.config import LoggingConfigurable
 
+from scheduler.job_env import RESERVED_ENV, reserved  # noqa: F401 (RESERVED_ENV: re-exported)
+
 from .launcher_settings import BackendChecks
 
 # Environment variables every backend sets for a job (users cannot override them).
 CHECKPOINT_ENV = "COMPUTEHUB_CHECKPOINT_DIR"   # a per-workload folder that survives preemption
 REPORT_TOKEN_ENV = "COMPUTEHUB_REPORT_TOKEN"    # lets the job report its own saves, nothing more
-RESERVED_ENV = frozenset({"CUDA_VISIBLE_DEVICES", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-                          "MASTER_ADDR", "MASTER_PORT", "PORT", "COMPUTEHUB_WORKLOAD_ID", CHECKPOINT_ENV,
-                          REPORT_TOKEN_ENV,
-                          "HOME", "USER", "LOGNAME", "SHELL"})
+# Names users cannot set (theirs are dropped, ``scheduler.job_env.reserved``): the launcher's own
+# (RESERVED_ENV, with the two above), and the container runtime's (NVIDIA_*:
+# NVIDIA_VISIBLE_DEVICES=all would widen a pod to every GPU of its node), which the service also
+# refuses with a 400 at submission.
 MAX_ARGS = 1000
 MAX_SCRIPT = 512 * 1024
 
@@ -106,7 +108,7 @@ def job_of(workload: dict) -> Job:
     if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) and k and "=" not in k
                                             and "\x00" not in k + v for k, v in env.items()):
         raise LaunchError("metadata.job.env must map variable names to text values")
-    env = {k: v for k, v in env.items() if k not in RESERVED_ENV}
+    env = {k: v for k, v in env.items() if not reserved(k)}
     port = job.get("port")
     if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 1024 <= port <= 65535):
         raise LaunchError(f"metadata.job.port must be a port from 1024 to 65535, not {port!r}")

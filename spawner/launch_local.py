@@ -228,7 +228,8 @@ class LocalLauncher(LocalLauncherChecks, LauncherBackend):
                 port = (job.port or free_port(self.host)) if inference else None
                 exit_file = os.path.join(run_dir, f"exit.{rank}")
                 env = dict(env0, RANK=str(rank), LOCAL_RANK=str(rank), COMPUTEHUB_EXIT_FILE=exit_file,
-                           CUDA_VISIBLE_DEVICES=",".join(map(str, gpus_of(workload, rank))))
+                           CUDA_VISIBLE_DEVICES=",".join(map(str, gpus_of(workload, rank))),
+                           CUDA_DEVICE_ORDER="PCI_BUS_ID")     # the indices are NVML's (PCI bus order)
                 if port:
                     env["PORT"] = str(port)
                 kw = {}

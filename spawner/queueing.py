@@ -149,6 +149,9 @@ class QueueingMixin(Spawner):
         if self.workload_id:
             env["COMPUTEHUB_WORKLOAD_ID"] = self.workload_id
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in self.assigned_gpus())
+        # The indices are NVML's, in PCI bus order; CUDA's own default (fastest first) would
+        # number a machine of mixed GPUs differently and hand the server another one's GPU.
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
         return env
 
     # ---- start: queue, then the real server --------------------------------------
