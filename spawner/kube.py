@@ -31,7 +31,7 @@ from traitlets import Dict, Enum, Float, List, Unicode, default, validate
 from scheduler.config_checks import check_number
 
 from .inventory import model_key
-from .kube_failures import disrupted, node_gone, pod_trouble
+from .kube_failures import disrupted, node_gone, node_state, pod_trouble
 from .options import OptionsError, WAIVABLE, admin_allowed, check_pod, validate_user_options
 from .queueing import QueueingMixin, ServerFailed
 from .service_client import ServiceClient, ServiceError
@@ -248,17 +248,28 @@ class QueuedKubeSpawner(QueueingMixin, KubeSpawner):
         node = (last.get("spec") or {}).get("nodeName") or placement[0].get("node")
         if not node:
             return None
+        trouble = node_gone(self.pod_name, who, node, await self._node_state(node))
+        return (trouble.reason, True) if trouble else None
+
+    async def _node_state(self, node: str) -> str | None:
+        """``node_state`` of the node as the Kubernetes API has it; where the hub may not read nodes
+        (z2jh gives it no ClusterRole), as ComputeHub's inventory has it (the chart's inventory
+        removes a deleted node, marks a NotReady one unhealthy, a cordoned one draining)."""
         from kubernetes_asyncio.client.exceptions import ApiException
         try:
-            node_obj = self._serialize(await self.api.read_node(node))
+            return node_state(self._serialize(await self.api.read_node(node)))
         except ApiException as e:
-            if e.status != 404:         # e.g. 403: the hub may not read nodes; nothing more is known
-                self.log.info("ComputeHub: could not read node %s of %s's vanished pod: %s", node, self.user.name,
-                              e.status)
-                return None
-            node_obj = None
-        trouble = node_gone(self.pod_name, who, node, node_obj)
-        return (trouble.reason, True) if trouble else None
+            if e.status == 404:
+                return "deleted"
+            self.log.debug("ComputeHub: cannot read node %s (%s); asking the service", node, e.status)
+        try:
+            n = await self.client().request("GET", f"nodes/{node}")
+        except (ServiceError, RuntimeError) as e:
+            if getattr(e, "status", 0) == 404:
+                return "deleted"
+            self.log.info("ComputeHub: could not learn the state of node %s: %s", node, e)
+            return None
+        return "not ready" if not n.get("healthy", True) else "drained" if n.get("draining") else None
 
     def ended_why(self) -> tuple[str, bool] | None:
         pod = self._pod_now()

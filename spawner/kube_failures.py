@@ -163,22 +163,30 @@ def disrupted(pod: dict, who: str) -> PodTrouble | None:
     return None
 
 
-def node_gone(pod_name: str, who: str, node: str, node_obj: dict | None) -> PodTrouble | None:
-    """A pod that vanished (no DisruptionTarget seen on it), judged by its node as the API has it
-    now: ``node_obj`` None (no such node: deleted with its pods, as the pod garbage collector
-    does), not Ready (the node controller evicted its pods) or cordoned (drained): the cluster's
-    doing, reported like ``disrupted`` says it of a pod it saw going. None: the node is there,
-    Ready and schedulable; someone deleted the pod."""
-    spec, status = (node_obj or {}).get("spec") or {}, (node_obj or {}).get("status") or {}
+NODE_GONE = {"deleted": DISRUPTED["DeletionByPodGC"],
+             "not ready": "its node {node} went away (NotReady or unreachable)",
+             "drained": "its node {node} was drained (cordoned, its pods evicted)"}
+
+
+def node_state(node_obj: dict | None) -> str | None:
+    """What the API says of a node: "deleted" (``node_obj`` None: no such node), "not ready",
+    "drained" (cordoned), or None: there, Ready and schedulable."""
     if node_obj is None:
-        why = DISRUPTED["DeletionByPodGC"]
-    elif not any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []):
-        why = "its node {node} went away (NotReady or unreachable)"
-    elif spec.get("unschedulable"):
-        why = "its node {node} was drained (cordoned, its pods evicted)"
-    else:
+        return "deleted"
+    conditions = ((node_obj.get("status") or {}).get("conditions")) or []
+    if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+        return "not ready"
+    return "drained" if (node_obj.get("spec") or {}).get("unschedulable") else None
+
+
+def node_gone(pod_name: str, who: str, node: str, state: str | None) -> PodTrouble | None:
+    """A pod that vanished (no DisruptionTarget seen on it), judged by its node's ``state`` now
+    (``node_state``): a node deleted (the pod garbage collector deletes its pods), not Ready (the
+    node controller evicts them) or drained is the cluster's doing, said as ``disrupted`` says it
+    of a pod it saw going. None: the node is fine; someone deleted the pod."""
+    if state not in NODE_GONE:
         return None
-    return PodTrouble(f"{who}: {why.format(node=node)}; its pod {pod_name} is gone", cluster=True)
+    return PodTrouble(f"{who}: {NODE_GONE[state].format(node=node)}; its pod {pod_name} is gone", cluster=True)
 
 
 def pod_trouble(pod: dict, who: str, now: float, *, pull_grace: float = 60.0,

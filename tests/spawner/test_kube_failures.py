@@ -3,7 +3,7 @@ the tests of the launcher and the spawner write them in place of a kubelet). Not
 
 from __future__ import annotations
 
-from spawner.kube_failures import node_gone, pod_trouble, quantity
+from spawner.kube_failures import node_gone, node_state, pod_trouble, quantity
 
 NOW = 1_800_000_000.0
 MADE = "2027-01-15T08:00:00Z"        # the pods' creation; age(s) is that plus s seconds
@@ -78,10 +78,12 @@ def test_a_vanished_pod_is_the_clusters_doing_only_when_its_node_is_not_there_re
         return {"metadata": {"name": "n3"}, "spec": {"unschedulable": unschedulable},
                 "status": {"conditions": [{"type": "MemoryPressure", "status": "False"},
                                           {"type": "Ready", "status": ready}]}}
-    t = node_gone("p", "w", "n3", None)
+    assert [node_state(n) for n in (None, node(ready="Unknown"), node(unschedulable=True), node())] == \
+        ["deleted", "not ready", "drained", None]
+    t = node_gone("p", "w", "n3", "deleted")
     assert t.cluster and t.reason == "w: its node n3 went away (deleted from the cluster); its pod p is gone"
-    t = node_gone("p", "w", "n3", node(ready="Unknown"))
+    t = node_gone("p", "w", "n3", "not ready")
     assert t.cluster and t.reason == "w: its node n3 went away (NotReady or unreachable); its pod p is gone"
-    t = node_gone("p", "w", "n3", node(unschedulable=True))
+    t = node_gone("p", "w", "n3", "drained")
     assert t.cluster and t.reason == "w: its node n3 was drained (cordoned, its pods evicted); its pod p is gone"
-    assert node_gone("p", "w", "n3", node()) is None        # someone deleted the pod
+    assert node_gone("p", "w", "n3", None) is None        # someone deleted the pod
