@@ -22,7 +22,7 @@ from .errors import ValidationError
 # Set by the launchers for every job: a user's value is dropped (docs/launchers.md).
 RESERVED_ENV = frozenset({"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "RANK", "WORLD_SIZE", "LOCAL_RANK",
                           "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PORT", "COMPUTEHUB_WORKLOAD_ID",
-                          "COMPUTEHUB_CHECKPOINT_DIR", "COMPUTEHUB_REPORT_TOKEN",
+                          "COMPUTEHUB_CHECKPOINT_DIR", "COMPUTEHUB_REPORT_TOKEN", "COMPUTEHUB_EXIT_FILE",
                           "HOME", "USER", "LOGNAME", "SHELL"})
 # Read by the container runtime (NVIDIA Container Toolkit: NVIDIA_VISIBLE_DEVICES,
 # NVIDIA_DRIVER_CAPABILITIES, NVIDIA_MIG_CONFIG_DEVICES, NVIDIA_REQUIRE_*, ...): they decide
