@@ -214,3 +214,34 @@ def test_curl_examples_with_a_body_send_json(docs_text):
                     wrong.append(f"{where}: {cmd}")
     assert found >= 3, "no curl example with a body found"
     assert not wrong, "curl examples whose JSON body would be refused with 415:\n" + "\n".join(wrong)
+
+
+def test_documented_scopes_exist(docs_text):
+    """Every custom:computehub:* scope the docs name is one the service declares and checks."""
+    from hub_ext.scopes import CUSTOM_SCOPES
+
+    named = {(where, s) for where, text in docs_text.items()
+             for s in re.findall(r"custom:computehub:[a-z][a-z-]*", text)}
+    assert named, "no scope found in the docs"
+    unknown = sorted(f"{where}: {s}" for where, s in named if s not in CUSTOM_SCOPES)
+    assert not unknown, "\n".join(unknown)
+    assert set(CUSTOM_SCOPES) <= {s for _, s in named}, "a scope the service declares is not documented"
+
+
+def test_documented_configure_jupyterhub_arguments_exist(docs_text):
+    import inspect
+
+    from hub_ext.hubconfig import configure_jupyterhub
+
+    params = set(inspect.signature(configure_jupyterhub).parameters)
+    wrong = []
+    for where, text in docs_text.items():
+        for m in re.finditer(r"configure_jupyterhub\(", text):
+            depth, j = 1, m.end()
+            while depth and j < len(text):
+                depth += {"(": 1, ")": -1}.get(text[j], 0)
+                j += 1
+            call = re.sub(r"#[^\n]*", "", text[m.end():j - 1])
+            for name in set(re.findall(r"(?<![\w.\"'])([a-z_]+)\s*=(?!=)", call)) - params:
+                wrong.append(f"{where}: configure_jupyterhub({name}=...) is not an argument")
+    assert not wrong, "\n".join(sorted(wrong))
