@@ -245,3 +245,64 @@ def test_documented_configure_jupyterhub_arguments_exist(docs_text):
             for name in set(re.findall(r"(?<![\w.\"'])([a-z_]+)\s*=(?!=)", call)) - params:
                 wrong.append(f"{where}: configure_jupyterhub({name}=...) is not an argument")
     assert not wrong, "\n".join(sorted(wrong))
+
+
+CLI_EXAMPLE = re.compile(r"(?:^\$ |^|`)(computehub [a-z][\w-]*(?: [^`#|]*)?)")
+
+
+def cli_examples(docs_text) -> list[tuple[str, str]]:
+    """``computehub ...`` command lines the docs show: in code spans, code blocks and ``$`` prompts."""
+    out = []
+    for where, text in docs_text.items():
+        for n, line in enumerate(text.splitlines(), 1):
+            for m in CLI_EXAMPLE.finditer(line.strip()):
+                out.append((f"{where}:{n}", m.group(1).strip()))
+    return out
+
+
+def test_documented_command_lines_parse(docs_text, tmp_path, monkeypatch):
+    """Every computehub command line in the docs names a real command with options it takes
+    (parsed, not run; `serve` is left out: it opens its database while it parses)."""
+    import shlex
+
+    from hub_ext.cli import ComputeHub, UsageError
+
+    monkeypatch.chdir(tmp_path)
+    examples = cli_examples(docs_text)
+    assert len(examples) > 40, "the docs' command lines were not found"
+    wrong = []
+    for where, line in examples:
+        argv = shlex.split(line)[1:]
+        if "--" in argv:
+            argv = argv[:argv.index("--")]
+        # placeholders (N, ID, DIR, ...) stand for a value: any value that parses as a number or text
+        argv = ["1" if re.fullmatch(r"[A-Z][A-Z_]*", a) else a for a in argv if not a.startswith("--help")]
+        if argv[:1] == ["serve"]:
+            continue
+        app = ComputeHub()
+        try:
+            app.initialize(argv)
+        except (UsageError, TraitError, Exception, SystemExit) as e:  # noqa: B014 - each is one finding
+            wrong.append(f"{where}: {line!r}: {type(e).__name__}: {e}")
+        finally:
+            a = app
+            while a is not None:
+                type(a).clear_instance()
+                a = getattr(a, "subapp", None)
+    assert not wrong, "\n".join(wrong)
+
+
+def test_command_line_check_catches_a_made_up_option(tmp_path, monkeypatch):
+    from hub_ext.cli import ComputeHub, UsageError
+
+    monkeypatch.chdir(tmp_path)
+    app = ComputeHub()
+    try:
+        with pytest.raises(UsageError, match="frobnicate"):
+            app.initialize(["submit", "--frobnicate", "3"])
+    finally:
+        a = app
+        while a is not None:
+            type(a).clear_instance()
+            a = getattr(a, "subapp", None)
+    assert ("docs/cli.md:1", "computehub queue --all") in cli_examples({"docs/cli.md": "`computehub queue --all`"})
