@@ -152,6 +152,11 @@ class QueueingMixin(Spawner):
         # The indices are NVML's, in PCI bus order; CUDA's own default (fastest first) would
         # number a machine of mixed GPUs differently and hand the server another one's GPU.
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+        if not self.assigned_gpus():
+            # In a container: CUDA images set NVIDIA_VISIBLE_DEVICES=all, and on a node whose default
+            # runtime is NVIDIA's a pod that got no GPU would see every one. With GPUs the device
+            # plugin sets it (a pod's own value would override the plugin's). An admin's value stays.
+            env.setdefault("NVIDIA_VISIBLE_DEVICES", "void")
         return env
 
     # ---- start: queue, then the real server --------------------------------------
