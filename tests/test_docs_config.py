@@ -306,3 +306,34 @@ def test_command_line_check_catches_a_made_up_option(tmp_path, monkeypatch):
             type(a).clear_instance()
             a = getattr(a, "subapp", None)
     assert ("docs/cli.md:1", "computehub queue --all") in cli_examples({"docs/cli.md": "`computehub queue --all`"})
+
+
+MAGIC_EXAMPLE = re.compile(r"(?:^|`)%%?(submit|serve|jobs|logs|cancel)\b([^`\n]*)")
+
+
+def test_documented_magic_lines_parse(docs_text):
+    """Every %submit / %%submit / %serve / %jobs / %logs / %cancel line the docs show parses with the
+    magic's own parser and passes its option checks (gpus, durations), without submitting anything."""
+    shlex = pytest.importorskip("shlex")
+    pytest.importorskip("IPython")
+    from IPython.core.magic_arguments import parse_argstring
+
+    from labextension.magics import ComputeHubMagics
+
+    found, wrong = 0, []
+    for where, text in docs_text.items():
+        for n, line in enumerate(text.splitlines(), 1):
+            for m in MAGIC_EXAMPLE.finditer(line.strip()):
+                name, rest = m.group(1), m.group(2).split(" # ")[0].strip()
+                if "[" in rest or "..." in rest:
+                    continue                  # a synopsis ([options], [ID ...]), not an example
+                rest = " ".join("1" if re.fullmatch(r"[A-Z][A-Z_]*", t) else t for t in shlex.split(rest))
+                found += 1
+                try:
+                    args = parse_argstring(getattr(ComputeHubMagics, name), rest)
+                    if name in ("submit", "serve"):
+                        ComputeHubMagics._options(None, args)
+                except Exception as e:  # noqa: BLE001 - each is one finding
+                    wrong.append(f"{where}:{n}: %{name} {rest}: {e}")
+    assert found >= 5, "the docs' magic lines were not found"
+    assert not wrong, "\n".join(wrong)
