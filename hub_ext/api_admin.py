@@ -238,9 +238,9 @@ class UsageHandler(BaseHandler):
         sched = self.service.sched
         allocs = sched.store.get_allocations(start, end)
         if not (caller.all_teams or caller.on_behalf):
-            specs = sched.state.tree.specs
+            access = sched.state.tree.access
             allocs = [a for a in allocs if (a.user == caller.name and caller.kind == "user")
-                      or caller.team_groups & set(getattr(specs.get(a.queue), "groups", ()))]
+                      or caller.leads(access.get(a.queue, ()))]
         from scheduler import ledger
 
         self.write_json({"start": start, "end": end, "by": by,

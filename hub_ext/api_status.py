@@ -134,7 +134,7 @@ class StatusBatchHandler(BaseHandler):
         if not isinstance(reports, list) or not 1 <= len(reports) <= MAX_BATCH:
             raise ValidationError(f"reports must be a list of 1 to {MAX_BATCH} status reports")
         svc = self.service
-        sched, specs = svc.sched, svc.sched.state.tree.specs
+        sched, access = svc.sched, svc.sched.state.tree.access
         results = []
         with sched.batch():
             for item in reports:
@@ -144,7 +144,7 @@ class StatusBatchHandler(BaseHandler):
                     if not wid:
                         raise ValidationError("each report needs an object with the workload's id (text)")
                     w = sched.get(wid)
-                    if not caller.may_see(w, specs.get(w.queue)):
+                    if not caller.may_see(w, access.get(w.queue, ())):
                         raise NotFound(f"no workload {wid!r}")
                     results.append({"id": wid, "status": 200, "body": apply_report(svc, w, item)})
                 except SchedulerError as e:

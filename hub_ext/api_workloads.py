@@ -35,19 +35,19 @@ class WorkloadsHandler(BaseHandler):
         order = self.get_query_argument("order", "oldest")
         if order not in ("oldest", "newest"):
             raise APIError(400, "invalid", f"order must be 'oldest' (submission order) or 'newest', not {order!r}")
-        specs = svc.sched.state.tree.specs
+        access = svc.sched.state.tree.access
         if states and any(s in TERMINAL for s in states):
             # Ended work lives only in the database, a year of it perhaps: the filters, the
             # caller's view and the page go into the query, so only one page is ever read.
             store = svc.sched.store
             where = dict(user=user, queue=queue, states=tuple(states), kinds=kinds and tuple(kinds),
-                         seen_by=seen_by(caller, specs))
+                         seen_by=seen_by(caller, access))
             page = store.get_workloads(**where, newest_first=order == "newest", limit=limit, offset=offset)
             total = store.count_workloads(**where)
         else:
             items = svc.sched.workloads(user=user, queue=queue, states=tuple(states) if states else None)
             visible = [w for w in items
-                       if (kinds is None or w.kind in kinds) and caller.may_see(w, specs.get(w.queue))]
+                       if (kinds is None or w.kind in kinds) and caller.may_see(w, access.get(w.queue, ()))]
             if order == "newest":
                 visible.reverse()
             page, total = visible[offset:offset + limit], len(visible)
@@ -68,13 +68,13 @@ class WorkloadsHandler(BaseHandler):
         self.write_json(views.workload(w), status=201)
 
 
-def seen_by(caller, specs) -> tuple[str | None, tuple[str, ...]] | None:
+def seen_by(caller, access) -> tuple[str | None, tuple[str, ...]] | None:
     """``caller.may_see`` as the store's filter: None (everything), or the caller's own work
     and the queues of the teams they lead."""
     if caller.on_behalf or caller.all_teams:
         return None
     own = caller.name if caller.kind == "user" and caller.can_submit else None
-    return own, tuple(sorted(name for name, spec in specs.items() if caller.team_groups & set(spec.groups)))
+    return own, tuple(sorted(name for name, groups in access.items() if caller.leads(groups)))
 
 
 def with_report_token(d: dict, w, caller, svc) -> dict:
@@ -94,7 +94,7 @@ class _OneWorkload(BaseHandler):
     def _visible(self, workload_id: str):
         caller = self.caller
         w = self.service.sched.get(workload_id)      # NotFound → 404
-        if not caller.may_see(w, self.service.sched.state.tree.specs.get(w.queue)):
+        if not caller.may_see(w, self.service.sched.state.tree.access.get(w.queue, ())):
             raise NotFound(f"no workload {workload_id!r}")   # never reveal others' ids
         return caller, w
 

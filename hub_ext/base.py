@@ -102,8 +102,8 @@ class BaseHandler(HubOAuthenticated, web.RequestHandler):
 
     def visible_to(self, caller: Caller):
         """Whether ``caller`` may see a workload (its own, its team's as lead, all as admin)."""
-        specs = self.service.sched.state.tree.specs
-        return lambda w: caller.may_see(w, specs.get(w.queue))
+        access = self.service.sched.state.tree.access
+        return lambda w: caller.may_see(w, access.get(w.queue, ()))
 
     def require(self, allowed: bool, what: str) -> None:
         if not allowed:

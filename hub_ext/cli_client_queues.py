@@ -23,7 +23,7 @@ computehub quota create robotics --parent org --guaranteed-gpus 8 --limit-gpus 1
     user_limit_gpus = Int(-1, help="GPUs (count) one user may hold; -1: no cap.").tag(config=True)
     weight = Float(1.0, help="Share of idle capacity in fair share (> 0).").tag(config=True)
     groups = Unicode("", help="Comma-separated JupyterHub groups whose members may submit "
-                              "(empty: open to everyone).").tag(config=True)
+                              "(empty: its parent's, or everyone if no ancestor names any).").tag(config=True)
     aliases = {**ClientCommand.aliases, "parent": "QuotaCreateApp.parent_queue",
                "guaranteed-gpus": "QuotaCreateApp.guaranteed_gpus", "limit-gpus": "QuotaCreateApp.limit_gpus",
                "user-limit-gpus": "QuotaCreateApp.user_limit_gpus", "weight": "QuotaCreateApp.weight",

@@ -53,19 +53,25 @@ class Caller:
     def sees_anything(self) -> bool:
         return self.can_submit or self.all_teams or bool(self.team_groups)
 
-    def may_see(self, workload, queue_spec) -> bool:
+    def leads(self, groups) -> bool:
+        """A team lead of one of ``groups`` (a queue's, as ``QueueTree.access`` has them)."""
+        return bool(self.team_groups & set(groups))
+
+    def may_see(self, workload, groups) -> bool:
+        """``groups``: those of the workload's queue (``QueueTree.access``; () if none or gone)."""
         if self.on_behalf or self.all_teams:
             return True
         if self.kind == "user" and self.can_submit and workload.user == self.name:
             return True
-        return bool(queue_spec is not None and self.team_groups & set(queue_spec.groups))
+        return self.leads(groups)
 
     def may_cancel(self, workload) -> bool:
         return self.on_behalf or (self.kind == "user" and self.can_submit and workload.user == self.name)
 
-    def may_use_queue(self, queue_spec) -> bool:
-        """Open queues (no groups) take anyone's work; others only their groups' members'."""
-        return self.on_behalf or not queue_spec.groups or bool(self.groups & set(queue_spec.groups))
+    def may_use_queue(self, groups) -> bool:
+        """Open queues (no groups, their own or inherited) take anyone's work; others only
+        their groups' members'."""
+        return self.on_behalf or not groups or bool(self.groups & set(groups))
 
     def may_use_class(self, pc) -> bool:
         """Classes naming groups are their members' (spawners and admins submit with any)."""

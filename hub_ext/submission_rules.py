@@ -50,17 +50,18 @@ class SubmissionRules:
         if "queue" not in spec:
             # Someone else's work goes to a queue open to *their* groups, which the hub knows.
             groups = caller.groups if spec["user"] == caller.name else await self.user_groups(spec["user"])
-            leaves = [(q, s) for q, s in specs.items() if self.sched.state.tree.is_leaf(q)]
+            tree = self.sched.state.tree
+            leaves = [(q, tree.access[q]) for q in specs if tree.is_leaf(q)]
             # A queue of one's groups first; else one open to everyone.
-            mine = [q for q, s in leaves if s.groups and groups & set(s.groups)] or \
-                [q for q, s in leaves if not s.groups]
+            mine = [q for q, g in leaves if g and groups & set(g)] or [q for q, g in leaves if not g]
             if not mine:
                 whose = "your" if spec["user"] == caller.name else f"{spec['user']}'s"
                 raise ValidationError(f"no queue given and none is open to {whose} groups; name one with 'queue'")
             spec["queue"] = sorted(mine)[0]
         q = specs.get(spec["queue"]) if isinstance(spec["queue"], str) else None
-        if q is not None and not caller.may_use_queue(q):
-            raise APIError(403, "forbidden", f"queue {q.name!r} is open to groups {', '.join(q.groups)}, "
+        if q is not None and not caller.may_use_queue(open_to := self.sched.state.tree.access[q.name]):
+            whose = "" if q.groups else " (its parent's: it names none of its own)"
+            raise APIError(403, "forbidden", f"queue {q.name!r} is open to groups {', '.join(open_to)}{whose}, "
                                              "not to yours")
         kind = spec.get("kind", "batch")      # validated later; here only to find the class
         prio = spec.get("priority") or (DEFAULT_CLASS_FOR_KIND.get(kind) if isinstance(kind, str) else None)

@@ -26,10 +26,11 @@ def queue(spec, tree, counts: dict, caller=None) -> dict:
     queue's team leads see every one."""
     d = spec.to_dict()
     if caller is not None and not (caller.on_behalf or caller.all_teams
-                                   or caller.team_groups & set(spec.groups)):
+                                   or caller.leads(tree.access.get(spec.name, ()))):
         d["user_limits"] = {u: v for u, v in d["user_limits"].items() if u == caller.name}
     d["usage"] = render(tree.usage.get(spec.name, {}))
     d["effective_guaranteed"] = render(tree.guaranteed.get(spec.name, {}))
+    d["open_to"] = list(tree.access.get(spec.name, ()))    # its groups, else its nearest ancestor's
     d["leaf"] = tree.is_leaf(spec.name)
     d["children"] = list(tree.children.get(spec.name, []))
     d["pending"], d["running"] = counts.get(spec.name, (0, 0))

@@ -131,7 +131,8 @@ class QueueSpec:
     every user in the queue unless ``user_limits`` names that user.
     A workload asking for more than ``approval_above`` waits for an admin's
     approval before it joins the line. ``groups`` names the JupyterHub groups
-    whose members may submit to the queue (and whose team leads see it).
+    whose members may submit to the queue (and whose team leads see it); a queue
+    naming none has its nearest ancestor's (``QueueTree.access``).
     """
 
     name: str

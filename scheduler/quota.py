@@ -64,6 +64,11 @@ class QueueTree:
                 chain.append(cur)
                 cur = self.specs[cur].parent
             self.chain[name] = tuple(chain)
+        # Who may use each queue: its own groups, else its nearest ancestor's that names some
+        # (a team's sub-queue made without groups is the team's, not everyone's); () = open.
+        self.access: dict[str, tuple[str, ...]] = {
+            name: next((tuple(self.specs[q].groups) for q in chain if self.specs[q].groups), ())
+            for name, chain in self.chain.items()}
         self.guaranteed: dict[str, dict[str, int]] = {}
         for name in self._bottom_up():
             g = dict(_with_flavor_total(self.specs[name].guaranteed))
