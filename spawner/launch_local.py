@@ -54,6 +54,10 @@ class LocalLauncher(LocalLauncherChecks, LauncherBackend):
         is not root; False when it is (such jobs would run as root: `computehub demo` turns it on).""")
     min_uid = Integer(1000, config=True, help="""OS accounts below this uid (root, system accounts)
         never run jobs: a hub user named like one is refused.""")
+    max_uid = Integer(60000, config=True, help="""OS accounts above this uid never run jobs either:
+        65534 is 'nobody' (what NFS maps remote root to, shared by daemons), and Debian, Ubuntu and
+        RHEL give people accounts up to 60000 (UID_MAX in /etc/login.defs). Raise it where user
+        accounts come from a directory with higher uids.""")
     state_dir = Unicode(config=True, help="""Folder where the launcher records the processes of each
         workload, so a restarted launcher finds them again (default: '<logs_dir>/../launcher').""")
     run_dir_template = Unicode("{home}/.computehub/jobs/{id}", config=True, help="""Per-workload folder
@@ -96,9 +100,9 @@ class LocalLauncher(LocalLauncherChecks, LauncherBackend):
             except KeyError:
                 pw = None
             if pw is not None:
-                if pw.pw_uid < self.min_uid:
-                    raise LaunchError(f"user {user!r} maps to a system account (uid {pw.pw_uid}); "
-                                      "jobs do not run as such accounts")
+                if not self.min_uid <= pw.pw_uid <= self.max_uid:
+                    raise LaunchError(f"user {user!r} maps to a system account (uid {pw.pw_uid}, outside "
+                                      f"{self.min_uid}-{self.max_uid}); jobs do not run as such accounts")
                 return pw
         if not self.allow_launcher_user:
             why = "has no OS account on this machine" if self.run_as_os_user or os.getuid() != 0 else \

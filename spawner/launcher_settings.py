@@ -91,9 +91,9 @@ class LocalLauncherChecks:
                               f"not {proposal.value!r}")
         return proposal.value
 
-    @validate("min_uid")
+    @validate("min_uid", "max_uid")
     def _uid_ok(self, proposal):
-        return check_number(_name(self, "min_uid"), proposal.value, low=0, unit="a uid")
+        return check_number(_name(self, proposal.trait.name), proposal.value, low=0, unit="a uid")
 
     @validate("host")
     def _host_ok(self, proposal):

@@ -38,6 +38,7 @@ def root():
 
 def launcher(root: Path, **kw) -> LocalLauncher:
     kw.setdefault("allow_launcher_user", True)      # "alice" has no OS account: demo mode
+    kw.setdefault("max_uid", 65534)     # the tests' OS account is nobody's, as an admin may allow
     return LocalLauncher(logs_dir=str(root / "logs"), allowed_roots=[str(root)],
                          home_template=str(root / "homes" / "{username}"), **kw)
 
@@ -216,6 +217,11 @@ def test_identity_os_account_when_root_and_never_a_system_account(root):
         with pytest.raises(LaunchError, match=r"no OS account .*launcher's user \(root\)"):
             run(default.start(workload("w12", "id -u > uid12", root, user="no-such-account-here")))
         assert not (root / "uid12").exists()
+        # nobody (65534) is above the accounts people get (max_uid 60000): refused by default.
+        nobody_uid = pwd.getpwnam("nobody").pw_uid
+        with pytest.raises(LaunchError, match=rf"system account \(uid {nobody_uid}, outside 1000-60000\)"):
+            run(default.start(workload("w13", "id -u > uid13", root, user="nobody")))
+        assert not (root / "uid13").exists()
 
 
 def test_links_planted_in_a_users_folders_lead_nowhere(root):

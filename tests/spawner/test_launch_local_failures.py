@@ -41,6 +41,7 @@ def tiny_disk(root):
 
 def launcher(root: Path, **kw) -> LocalLauncher:
     kw.setdefault("allow_launcher_user", True)      # "alice" has no OS account: demo mode
+    kw.setdefault("max_uid", 65534)     # the tests' OS account is nobody's, as an admin may allow
     kw.setdefault("logs_dir", str(root / "logs"))
     return LocalLauncher(allowed_roots=[str(root)], home_template=str(root / "homes" / "{username}"), **kw)
 
