@@ -179,6 +179,16 @@ def node_state(node_obj: dict | None) -> str | None:
     return "drained" if (node_obj.get("spec") or {}).get("unschedulable") else None
 
 
+def inventory_state(node: dict | None) -> str | None:
+    """``node_state`` of a node as ComputeHub's inventory has it (``GET nodes/<name>`` on the
+    service; ``node`` None: 404): for those that may not read Nodes (the launcher's Role, a hub
+    without a ClusterRole). The chart's inventory removes a deleted Node, marks a NotReady one
+    unhealthy and a cordoned one draining (docs/inventory.md)."""
+    if node is None:
+        return "deleted"
+    return "not ready" if not node.get("healthy", True) else "drained" if node.get("draining") else None
+
+
 def node_gone(pod_name: str, who: str, node: str, state: str | None) -> PodTrouble | None:
     """A pod that vanished (no DisruptionTarget seen on it), judged by its node's ``state`` now
     (``node_state``): a node deleted (the pod garbage collector deletes its pods), not Ready (the

@@ -8,15 +8,18 @@ OOMKilled, evicted, preempted, left without a node, or crash-loops. A mixin of
 from __future__ import annotations
 
 import time
+from urllib.parse import quote
 
 from traitlets import Float, validate
 
 from scheduler.config_checks import check_number
 
 from .kube import LABEL_PREFIX, label_value
-from .kube_failures import PodTrouble, disrupted, last_crash, not_started, parse_time, pod_trouble, restarts, waiting
+from .kube_failures import (PodTrouble, disrupted, inventory_state, last_crash, node_gone, not_started, parse_time,
+                            pod_trouble, restarts, waiting)
 from .kube_manifests import JOB_INDEX_ANNOTATION, name_of
 from .launch_base import Ended, LauncherBackend
+from .service_client import ServiceError
 
 # Every inference replica (the Deployments' pod template carries the label, also those of launchers
 # from before app.kubernetes.io/managed-by was set).
@@ -46,7 +49,7 @@ class PodWatch(LauncherBackend):
     def __init__(self, **kw):
         super().__init__(**kw)
         self._seen: dict[str, dict] = {}     # inference: per workload, its replicas' restarts seen so far
-        self._workers: dict[str, dict[str, str]] = {}    # jobs: per workload, its pods seen (name → "worker i")
+        self._workers: dict[str, dict[str, tuple[str, str]]] = {}   # jobs: its pods seen: name → ("worker i", node)
         self._shared: dict | None = None     # inference: one listing of all replicas, and whom it served
         self._checked: dict[str, float] = {}     # inference: per workload, when its Deployment was last read
 
@@ -89,19 +92,52 @@ class PodWatch(LauncherBackend):
             if trouble:
                 why = f"{trouble.reason} (the Job failed: {cond.reason or 'Failed'})"
                 return await self._trouble_ended(workload, PodTrouble(why, trouble.exit_code, trouble.cluster))
-        here = {pod["metadata"]["name"] for pod, _ in await self._job_pods(workload, job)}
-        gone = [(name, who) for name, who in self._workers.get(workload["id"], {}).items() if name not in here]
-        if gone and (cond.reason or "") != "DeadlineExceeded":
-            name, who = gone[0]
-            return await self._trouble_ended(workload, PodTrouble(
-                f"{who}: its pod {name} is gone (deleted outside ComputeHub, or with its node) "
-                f"(the Job failed: {cond.reason or 'Failed'})"))
         # the Job's podFailurePolicy fails it on a pod's DisruptionTarget condition
         lost = (cond.reason or "") == "PodFailurePolicy" and "DisruptionTarget" in (cond.message or "")
+        here = {pod["metadata"]["name"] for pod, _ in await self._job_pods(workload, job)}
+        gone = [(name, seen) for name, seen in self._workers.get(workload["id"], {}).items() if name not in here]
+        if gone and (cond.reason or "") != "DeadlineExceeded":
+            trouble = await self._vanished(gone, (cond.message or "") if lost else "")
+            return await self._trouble_ended(workload, PodTrouble(
+                f"{trouble.reason} (the Job failed: {cond.reason or 'Failed'})", 1, trouble.cluster))
         if (cond.reason or "") == "DeadlineExceeded":
             return await self._trouble_ended(workload, PodTrouble(
                 f"it ran past its deadline (activeDeadlineSeconds): {said}", 124))
         return await self._trouble_ended(workload, PodTrouble(f"the Job failed: {said}", 1, lost))
+
+    async def _vanished(self, gone: list[tuple[str, tuple[str, str]]], disruption: str) -> PodTrouble:
+        """Why workers' pods vanished (no trace of them left to read): the first whose node is
+        deleted, NotReady or drained, as ComputeHub's inventory has it (the launcher's Role may not
+        read Nodes), is the cluster's doing (``node_gone``, as the notebook spawner judges its
+        pod); else a pod deleted by hand, unless the Job's podFailurePolicy names a disruption."""
+        states: dict[str, str | None] = {}
+        for name, (who, node) in gone:
+            if node and node not in states:
+                states[node] = await self._node_state(node)
+            trouble = node_gone(name, who, node, states.get(node)) if node else None
+            if trouble:
+                return trouble
+        name, (who, _) = gone[0]
+        if disruption:
+            return PodTrouble(f"{who}: its pod {name} is gone, disrupted: {disruption}", cluster=True)
+        return PodTrouble(f"{who}: its pod {name} is gone (deleted outside ComputeHub, or with its node)")
+
+    def service_client(self):
+        """The ComputeHub client of the launcher driving this backend (None outside one)."""
+        return getattr(self.parent, "client", None)
+
+    async def _node_state(self, node: str) -> str | None:
+        """``inventory_state`` of ``node`` from the service (None also when it cannot be learnt)."""
+        client = self.service_client()
+        if client is None:
+            return None
+        try:
+            return inventory_state(await client.request("GET", f"nodes/{quote(node, safe='')}"))
+        except ServiceError as e:
+            if e.status == 404:
+                return inventory_state(None)
+            self.log.info("could not learn the state of node %s from ComputeHub: %s", node, e)
+            return None
 
     async def _trouble_ended(self, workload: dict, trouble: PodTrouble, **extra) -> Ended:
         self._workers.pop(workload["id"], None)
@@ -144,8 +180,10 @@ class PodWatch(LauncherBackend):
                 continue
             index = (p["metadata"].get("annotations") or {}).get(JOB_INDEX_ANNOTATION)
             out.append((p, f"worker {index}" if index is not None else f"pod {p['metadata']['name']}"))
-        # remembered: a worker whose pod vanishes (kubectl delete pod) is named when the Job fails
-        self._workers.setdefault(workload["id"], {}).update({p["metadata"]["name"]: who for p, who in out})
+        # remembered: a worker whose pod vanishes (kubectl delete pod, its node gone) is named when the Job fails
+        placed = workload.get("placement") or []
+        self._workers.setdefault(workload["id"], {}).update({p["metadata"]["name"]: (who, _node_of(p, placed))
+                                                             for p, who in out})
         return out
 
     async def _poll_deployment(self, workload: dict) -> Ended | None:
@@ -187,6 +225,15 @@ class PodWatch(LauncherBackend):
         lines = self.last_lines(workload)
         self._log(workload, why.reason)
         return Ended(why.exit_code or 1, why.reason, lines, restarted=crashes)
+
+
+def _node_of(pod: dict, placement: list[dict]) -> str:
+    """The node a worker's pod is bound to, else the one ComputeHub placed its index on."""
+    node = (pod.get("spec") or {}).get("nodeName")
+    index = (pod["metadata"].get("annotations") or {}).get(JOB_INDEX_ANNOTATION)
+    if not node and index is not None and index.isdigit() and int(index) < len(placement):
+        node = placement[int(index)].get("node")
+    return node or ""
 
 
 def _oldest_first(pods) -> list[dict]:

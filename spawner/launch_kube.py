@@ -254,6 +254,8 @@ class KubeLauncher(KubeLauncherChecks, PodWatch):
         kind = "Deployment" if workload.get("kind") == "inference" else "Job"
         there = await self._read(kind, workload)
         mine = there is not None and _made_by(there) in (None, run_of(workload))
+        if mine and kind == "Job":              # its workers' pods, named if they vanish later
+            await self._job_pods(workload, there)
         if mine and kind == "Deployment":       # restarts before now were counted by the launcher before
             pods = await self._pods(workload)
             self._seen[workload["id"]] = {"restarts": {p["metadata"]["name"]: restarts(p) for p in pods},

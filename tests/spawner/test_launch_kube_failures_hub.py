@@ -6,18 +6,22 @@ service) with the KubeLauncher backend, talking HTTP to the Kubernetes API. Emul
 Kubernetes API (kmock, tests/spawner/kmock_cluster.py), the job controller
 (tests/spawner/kube_controllers.py makes each Job's pods) and the kubelet (the test writes the
 pod status a kubelet writes: a waiting ErrImagePull, Running; or writes nothing, as a node that
-never takes the pod). Declared GPU node: "kube-gpu-1" with 4 A100.
+never takes the pod); the node controller and pod garbage collector (the test deletes a pod as
+they would) and the inventory (the test tells the service what computehub-inventory tells it of a
+NotReady or cordoned Node). Declared GPU node: "kube-gpu-1" with 4 A100.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub_ext"))
+from kube_controllers import patch_status  # noqa: E402
 from kube_hubs import launcher_hub  # noqa: E402
 from localhub import wait_for  # noqa: E402
 
@@ -99,3 +103,62 @@ def test_a_pod_its_node_never_starts_is_requeued_with_the_reason_and_runs_again(
     kubelet_writes(hub, again, RUNNING)
     wait_for("running again", lambda: get(hub, wid)["state"] == "running" and get(hub, wid)["id"] == wid, 30)
     assert hub.call("DELETE", f"/workloads/{wid}", hub.tokens["alice"]).status_code == 200
+
+
+def events(hub, wid) -> list[dict]:
+    return hub.call("GET", f"/audit?workload={wid}", hub.tokens["ada"]).json().get("events", [])
+
+
+@pytest.mark.parametrize("flag,words", [({"healthy": False}, "went away (NotReady or unreachable)"),
+                                        ({"draining": True}, "was drained (cordoned, its pods evicted)")],
+                         ids=["not-ready", "cordoned"])
+def test_a_pod_gone_with_its_node_is_node_lost_and_requeued_not_the_users_failure(hub, flag, words):
+    """Its node goes NotReady (or is cordoned): the inventory marks it so in the service; the node
+    controller deletes the pod (a drain evicts it) before the launcher sees it go; the job
+    controller fails the Job. The launcher, which may not read Nodes, asks the service with its
+    own token (on-behalf: enough to read nodes) and reports node_lost: training requeues. Before,
+    this was "failed ... deleted outside ComputeHub", the user's doing."""
+    wid = submit(hub, 1)
+    [pod] = wait_for("its pod", lambda: pods(hub, wid), 30)
+    kubelet_writes(hub, pod, RUNNING)
+    wait_for("running", lambda: get(hub, wid)["state"] == "running", 30)
+    time.sleep(1.5)         # the launcher's looks at it see its pod (it goes minutes later, say)
+    name = pod["metadata"]["name"]
+    assert hub.call("PATCH", "/nodes/kube-gpu-1", hub.tokens["ada"], json=flag).status_code == 200
+    try:
+        hub.cluster.run(delete_pod_and_fail_job(hub, wid, name))
+        evs = wait_for("node_lost and requeued", lambda: (e := events(hub, wid))
+                       and {"node_lost", "requeued"} <= {x["kind"] for x in e} and e, 60)
+        lost = next(e for e in evs if e["kind"] == "node_lost")
+        assert f"worker 0: its node kube-gpu-1 {words}; its pod {name} is gone" in lost["reason"], lost
+        assert get(hub, wid)["state"] == "pending"          # the only node takes no new work
+    finally:
+        assert hub.call("PATCH", "/nodes/kube-gpu-1", hub.tokens["ada"],
+                        json={k: not v for k, v in flag.items()}).status_code == 200
+    wait_for("admitted again", lambda: get(hub, wid)["state"] in ("admitted", "running"), 30)
+    assert hub.call("DELETE", f"/workloads/{wid}", hub.tokens["alice"]).status_code == 200
+
+
+def test_a_pod_deleted_by_hand_on_a_healthy_node_fails_the_job_saying_so(hub):
+    wid = submit(hub, 1)
+    [pod] = wait_for("its pod", lambda: pods(hub, wid), 30)
+    kubelet_writes(hub, pod, RUNNING)
+    wait_for("running", lambda: get(hub, wid)["state"] == "running", 30)
+    time.sleep(1.5)         # the launcher's looks at it see its pod (it goes minutes later, say)
+    name = pod["metadata"]["name"]
+    hub.cluster.run(delete_pod_and_fail_job(hub, wid, name))
+    w = wait_for("failed", lambda: (x := get(hub, wid))["state"] in ("failed", "pending", "admitted") and x, 60)
+    assert w["state"] == "failed", w
+    assert w["reason"].startswith(f"worker 0: its pod {name} is gone (deleted outside ComputeHub, or with its "
+                                  "node) (the Job failed: BackoffLimitExceeded)"), w
+    assert "node_lost" not in {e["kind"] for e in events(hub, wid)}
+
+
+async def delete_pod_and_fail_job(hub, wid: str, pod: str) -> None:
+    """What the cluster writes: the pod deleted (kubectl, the node controller, a drain), then the
+    Job failed by the job controller, which counts the pod failed (backoffLimit 0)."""
+    async with hub.cluster.emulator.delete(f"/api/v1/namespaces/{NS}/pods/{pod}") as r:
+        r.raise_for_status()
+    await patch_status(hub.cluster, f"/apis/batch/v1/namespaces/{NS}/jobs/ch-{wid}/status", {
+        "failed": 1, "conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
+                                     "message": "Job has reached the specified backoff limit"}]})
