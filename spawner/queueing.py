@@ -172,7 +172,12 @@ class QueueingMixin(Spawner):
         task.add_done_callback(lambda _: setattr(self, "start_timeout", server_timeout))
         return task
 
+    def check_can_start(self) -> None:
+        """Raise (the hub shows the message) when this user's server must not start at all,
+        before anything is queued. Nothing to check here; subclasses add their rules."""
+
     async def _queued_start(self, server_timeout: float):
+        self.check_can_start()
         client = self.client()
         self._event, self._admitted_w, self._launched = None, None, False
         t0 = time.perf_counter()
