@@ -154,12 +154,14 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Applicatio
         self.version = VERSION
         self.stopping = False
         self.exit_status = 0
-        self.sched = Scheduler(self.open_store(), self.engine_config, prices=dict(self.prices))
-        try:
-            self.sched.store.refresh_statistics()     # a long history is read by index from the start
-        except StoreUnavailable as e:                 # e.g. a full disk: reads are slower, nothing is wrong
-            self.log.warning("planner statistics not refreshed: %s", e.detail)
-        self.apply_start_config()
+        store = self.open_store()
+        with store.unbounded():     # nothing waits on the loop yet: a large state may take its time
+            self.sched = Scheduler(store, self.engine_config, prices=dict(self.prices))
+            try:
+                store.refresh_statistics()            # a long history is read by index from the start
+            except StoreUnavailable as e:             # e.g. a full disk: reads are slower, nothing is wrong
+                self.log.warning("planner statistics not refreshed: %s", e.detail)
+            self.apply_start_config()
         self.report_tokens = ReportTokens(load_secret(self.sched.store))
         self.metrics = Metrics(self)
         handlers = []

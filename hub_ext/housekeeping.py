@@ -93,9 +93,11 @@ class Housekeeping(HasTraits):
         return n
 
     def housekeeping(self, live: set[str]) -> dict[str, int]:
-        """One round (on a worker thread): the purge, then the planner statistics."""
-        gone = self.purge_history(live) if not self.retains_everything() else {}
-        self.sched.store.refresh_statistics()
+        """One round (on a worker thread, so not bounded by ``database_timeout``: the event loop
+        does not wait on it): the purge, then the planner statistics."""
+        with self.sched.store.unbounded():
+            gone = self.purge_history(live) if not self.retains_everything() else {}
+            self.sched.store.refresh_statistics()
         return gone
 
     async def housekeeping_loop(self) -> None:

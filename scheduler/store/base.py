@@ -37,6 +37,10 @@ class Store:
     def transaction(self):
         raise NotImplementedError
 
+    def unbounded(self):
+        """Calls this thread makes inside are not broken off after a timeout (``SqlStore``)."""
+        return contextlib.nullcontext()
+
     def load(self) -> Snapshot:
         raise NotImplementedError
 

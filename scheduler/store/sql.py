@@ -141,6 +141,7 @@ class SqlStore(ExclusiveHold, SqlReads, Store):
         self._connect_args = dict(kw.get("connect_args", {}))     # for the hold's own connection
         self.engine = create_engine(u, **kw)
         self._watchdog = None
+        self._unbounded = threading.local()
         if self.dialect == "postgresql" and timeout > 0:
             self._watchdog = Watchdog(timeout, self._probe)
             self._watchdog.track(self.engine)
@@ -164,9 +165,20 @@ class SqlStore(ExclusiveHold, SqlReads, Store):
         return StoreUnavailable(_detail(e), in_doubt=in_doubt)
 
     @contextlib.contextmanager
+    def unbounded(self):
+        """Calls this thread makes inside wait as long as they take: the bound protects the
+        service's event loop, and nothing waits on a service still starting (reading a large
+        state may take longer than a call should) or on a worker thread's housekeeping."""
+        self._unbounded.depth = getattr(self._unbounded, "depth", 0) + 1
+        try:
+            yield
+        finally:
+            self._unbounded.depth -= 1
+
+    @contextlib.contextmanager
     def _watched(self, bounded: bool = True):
         """One call to the database, broken off after ``timeout`` (PostgreSQL; ``watchdog.py``)."""
-        if self._watchdog is None or not bounded:
+        if self._watchdog is None or not bounded or getattr(self._unbounded, "depth", 0):
             yield
             return
         self._watchdog.refuse_while_down()

@@ -131,3 +131,17 @@ def test_one_frozen_session_costs_one_call_a_timeout(own_pg):
 def test_no_bound_when_zero_and_never_on_sqlite(own_pg, tmp_path):
     assert SqlStore(own_pg.url, timeout=0)._watchdog is None
     assert SqlStore(f"sqlite:///{tmp_path / 's.sqlite'}", timeout=TIMEOUT)._watchdog is None
+
+
+def test_calls_at_start_and_on_worker_threads_may_take_their_time(own_pg):
+    """``unbounded()``: a service reading a large state at start, or housekeeping on a worker
+    thread, is not broken off; the same call outside it is."""
+    store = SqlStore(own_pg.url, timeout=1.0)
+    slow = "SELECT pg_sleep(1.6)"
+    with store.unbounded():
+        with store._r() as c:
+            c.exec_driver_sql(slow)
+    with pytest.raises(StoreUnavailable, match="did not answer within 1 s"):
+        with store._r() as c:
+            c.exec_driver_sql(slow)
+    store.close()
