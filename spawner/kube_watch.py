@@ -21,8 +21,8 @@ from .kube_manifests import JOB_INDEX_ANNOTATION, name_of
 from .launch_base import Ended, LauncherBackend
 from .service_client import ServiceError
 
-# Every inference replica (the Deployments' pod template carries the label, also those of launchers
-# from before app.kubernetes.io/managed-by was set).
+# Every inference replica and Deployment (they carry the label, also those of launchers from before
+# app.kubernetes.io/managed-by was set).
 INFERENCE_PODS = f"{LABEL_PREFIX}kind=inference"
 
 
@@ -37,10 +37,11 @@ class PodWatch(LauncherBackend):
         (the kube-scheduler finds no node: taints, affinity) or not taken by the node it is bound to (the node
         is gone or NotReady) before the admission is given back: the workload is reported node_lost with the
         reason, and the service requeues it if its class requeues (seconds, from the pod's creation).""")
-    deployment_check_interval = Float(60.0, config=True, help="""Seconds between reads of a running inference
-        service's Deployment while its pods are there, to notice one deleted outside ComputeHub (its pods are
-        read at every look, in one listing shared by all services; a service with no live pod has its
-        Deployment read at every look).""")
+    deployment_check_interval = Float(60.0, config=True, help="""Seconds between checks of a running
+        inference service's Deployment while its pods are there, to notice one deleted outside ComputeHub
+        (its pods are read at every look, in one listing shared by all services; a service with no live pod
+        has its Deployment checked at every look). Deployments are read in one listing too, shared by the
+        services checked in a look and by those not yet ready.""")
 
     @validate("deployment_check_interval")
     def _check_interval_ok(self, proposal):
@@ -52,6 +53,7 @@ class PodWatch(LauncherBackend):
         self._workers: dict[str, dict[str, tuple[str, str]]] = {}   # jobs: its pods seen: name → ("worker i", node)
         self._shared: dict | None = None     # inference: one listing of all replicas, and whom it served
         self._checked: dict[str, float] = {}     # inference: per workload, when its Deployment was last read
+        self._deployments: dict | None = None    # inference: one listing of their Deployments, and whom it served
 
     async def poll(self, workload: dict) -> Ended | None:
         """None while it runs (or starts, within the graces); else how it ended, with a reason
@@ -171,6 +173,21 @@ class PodWatch(LauncherBackend):
         self._shared["served"].add(wid)
         return _oldest_first(self._shared["pods"].get(label_value(wid), []))
 
+    async def deployment(self, workload: dict, use: str):
+        """An inference service's Deployment (the client's model; None: there is none), from one
+        listing of every inference Deployment in the namespace shared like the pods' listing: made
+        again when a service it already served for ``use`` ("poll": the check that it is still
+        there; "ready") asks again, so that a look lists once whatever the number of services. One
+        missing from the listing (made before it, or without the label) is read to be sure."""
+        wid = workload["id"]
+        if self._deployments is None or wid in self._deployments[use]:
+            api = await self.api()
+            found = await api["apps"].list_namespaced_deployment(self.namespace, label_selector=INFERENCE_PODS)
+            self._deployments = {"by": {d.metadata.name: d for d in found.items}, "poll": set(), "ready": set()}
+        self._deployments[use].add(wid)
+        there = self._deployments["by"].get(name_of(workload))
+        return there if there is not None else await self._read("Deployment", workload)
+
     async def _job_pods(self, workload: dict, job) -> list[tuple[dict, str]]:
         """(pod, "worker <index>") of this Job's pods (not an earlier run's, made before it)."""
         made = parse_time(job.metadata.creation_timestamp) or 0
@@ -195,8 +212,9 @@ class PodWatch(LauncherBackend):
         pods = await self._inference_pods(workload)
         now, crashes, why = time.time(), 0, None
         live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
-        if not live or now - self._checked.get(wid, 0.0) >= self.deployment_check_interval:
-            if await self._read("Deployment", workload) is None:
+        listed = self._deployments is not None and wid not in self._deployments["poll"]     # since its last look
+        if not live or listed or now - self._checked.get(wid, 0.0) >= self.deployment_check_interval:
+            if await self.deployment(workload, "poll") is None:
                 self._checked.pop(wid, None)
                 return Ended(1, f"its Deployment {name_of(workload)} was deleted outside ComputeHub",
                              self.last_lines(workload), final=True)

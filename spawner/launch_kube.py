@@ -204,7 +204,7 @@ class KubeLauncher(KubeLauncherChecks, PodWatch):
             raise
 
     async def ready(self, workload: dict) -> str | None:
-        d = await self._read("Deployment", workload)
+        d = await self.deployment(workload, "ready")
         if d is None or not d.status or (d.status.ready_replicas or 0) < (d.spec.replicas or 1):
             return None
         return endpoint_of(workload, self.settings(workload))

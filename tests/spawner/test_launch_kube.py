@@ -270,6 +270,21 @@ def test_inference_is_a_deployment_and_service_ready_when_its_probe_passes(kc):
              and one(kc, "services", wid) is None)
 
 
+def test_an_inference_deployment_deleted_by_hand_fails_it_and_is_not_made_again(kc):
+    """Deployments are read in one listing per look; one missing from it is read to be sure."""
+    wid = submit(kc, "alice", {"command": "python -m http.server $PORT"}, kind="inference")["id"]
+    wait_for("running", lambda: state_is(kc, wid, "running"))
+    wait_for("the Deployment", lambda: one(kc, "deployments", wid))
+
+    async def kubectl_delete():
+        async with kc.cluster.emulator.delete(f"/apis/apps/v1/namespaces/{NS}/deployments/ch-{wid}") as r:
+            r.raise_for_status()
+    kc.cluster.run(kubectl_delete())
+    w = wait_for("failed", lambda: state_is(kc, wid, "failed"), 30)
+    assert w["reason"].startswith(f"its Deployment ch-{wid} was deleted outside ComputeHub"), w
+    assert one(kc, "deployments", wid) is None and not w["metadata"]["status"].get("restarts"), w
+
+
 def test_a_lost_node_requeues_the_job_by_its_class(kc):
     """The Job's podFailurePolicy fails it when a pod gets DisruptionTarget (the node went
     away); the launcher reports node_lost and the service requeues the training job. The

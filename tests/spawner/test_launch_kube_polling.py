@@ -13,6 +13,8 @@ the service, replaced by a recorder of the driver's reports (tests/spawner/launc
 from __future__ import annotations
 
 import sys
+import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -64,3 +66,44 @@ def test_a_deployment_deleted_while_its_pods_remain_is_still_noticed(cluster, tm
         failed = await d.until("failed", lambda: d.state("failed"))
         assert failed["reason"].startswith(f"its Deployment ch-{w['id']} was deleted outside ComputeHub"), failed
     scenario(cluster, tmp_path, body, deployment_check_interval=1.0)
+
+
+@pytest.mark.parametrize("services", [1, 3])
+def test_services_checked_at_every_look_share_one_deployment_listing(cluster, tmp_path, services):
+    """Services not yet ready (the driver asks at every look) and checked at every look
+    (deployment_check_interval 0): a look lists their pods once and their Deployments once.
+    Before, each service's Deployment was read twice a look (the check, the readiness): 1 + 2n
+    requests a look (7 with three services), now 2."""
+    async def body(d: Driver):
+        ws = [workload(f"wlist{i:04d}", kind="inference") for i in range(services)]
+        for w in ws:
+            d.held[w["id"]] = w
+        await d.until("all running", lambda: sum(s == "running" for s, _ in d.reports) == services)
+        for w in ws:
+            await d.replica(w["id"], f"ch-{w['id']}-5d8f-abcde")
+        await d.look(2)
+        before = len(d.cluster.requests())
+        await d.look(LOOKS)
+        made = Counter((m, p) for m, p, _, _ in d.cluster.requests()[before:])
+        assert made == {("GET", f"/api/v1/namespaces/{NS}/pods"): LOOKS,
+                        ("GET", f"/apis/apps/v1/namespaces/{NS}/deployments"): LOOKS}, made
+        assert d.state("failed") is None and not any(e.get("ready") for _, e in d.reports), d.reports
+    scenario(cluster, tmp_path, body, deployment_check_interval=0)
+
+
+def test_running_services_are_checked_together_in_one_listing_per_interval(cluster, tmp_path):
+    """Each service's periodic check used to be its own read, at its own time (three services:
+    three reads per interval); a listing made for one serves the others' checks too."""
+    async def body(d: Driver):
+        await running_and_ready(d, 3)
+        await d.look(2)
+        before, start = len(d.cluster.requests()), time.monotonic()
+        await d.look(12)
+        made = [(m, p) for m, p, _, _ in d.cluster.requests()[before:] if "deployments" in p]
+        intervals = (time.monotonic() - start) / INTERVAL
+        assert made and set(made) == {("GET", f"/apis/apps/v1/namespaces/{NS}/deployments")}, made
+        assert len(made) <= intervals + 1, (made, intervals)
+    scenario(cluster, tmp_path, body, deployment_check_interval=INTERVAL)
+
+
+INTERVAL = 0.5
