@@ -31,7 +31,7 @@ from traitlets import Dict, Enum, Float, List, Unicode, default, validate
 from scheduler.config_checks import check_number
 
 from .inventory import model_key
-from .kube_failures import disrupted, node_gone, node_state, pod_trouble
+from .kube_failures import disrupted, inventory_state, node_gone, node_state, pod_trouble
 from .options import OptionsError, WAIVABLE, admin_allowed, check_pod, validate_user_options
 from .queueing import QueueingMixin, ServerFailed
 from .service_client import ServiceClient, ServiceError
@@ -266,10 +266,10 @@ class QueuedKubeSpawner(QueueingMixin, KubeSpawner):
             n = await self.client().request("GET", f"nodes/{node}")
         except (ServiceError, RuntimeError) as e:
             if getattr(e, "status", 0) == 404:
-                return "deleted"
+                return inventory_state(None)
             self.log.info("ComputeHub: could not learn the state of node %s: %s", node, e)
             return None
-        return "not ready" if not n.get("healthy", True) else "drained" if n.get("draining") else None
+        return inventory_state(n)
 
     def ended_why(self) -> tuple[str, bool] | None:
         pod = self._pod_now()
