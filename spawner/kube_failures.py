@@ -4,7 +4,7 @@ The Kubernetes launcher (spawner/launch_kube.py) and QueuedKubeSpawner (spawner/
 read their pods' status through this module and report what it says to the service:
 the workload ends with this reason (``cluster``: not the user's doing, reported as
 ``node_lost`` so that the service requeues it if its class requeues) and its GPUs are
-released. See docs/launchers.md ("When a pod fails").
+released. See docs/launcher-kubernetes.md ("When a pod fails").
 
 A pod is the API's JSON (camelCase, as ``ApiClient.sanitize_for_serialization`` or
 KubeSpawner's reflector gives it). ``now`` is a UNIX time; the graces are seconds.

@@ -2,7 +2,7 @@
 its pods, and names the cause (spawner/kube_failures.py) when a pod cannot start, is
 OOMKilled, evicted, preempted, left without a node, or crash-loops. A mixin of
 ``spawner.launch_kube.KubeLauncher`` (which supplies ``api``, ``_read``, ``_save_logs``,
-``_log``); see docs/launchers.md ("When a pod fails").
+``_log``); see docs/launcher-kubernetes.md ("When a pod fails").
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ class PodWatch(LauncherBackend):
 
     async def poll(self, workload: dict) -> Ended | None:
         """None while it runs (or starts, within the graces); else how it ended, with a reason
-        naming the cause read from its pods (docs/launchers.md, "When a pod fails")."""
+        naming the cause read from its pods (docs/launcher-kubernetes.md, "When a pod fails")."""
         if workload.get("kind") == "inference":
             return await self._poll_deployment(workload)
         j = await self._read("Job", workload)

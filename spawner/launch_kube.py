@@ -1,4 +1,4 @@
-"""The Kubernetes launcher backend: admitted work as Jobs and Deployments (docs/launchers.md).
+"""The Kubernetes launcher backend: admitted work as Jobs and Deployments (docs/launcher-kubernetes.md).
 
 ``KubeLauncher`` implements ``launch_base.LauncherBackend`` for the launcher driver
 (``computehub-launcher --backend spawner.launch_kube.KubeLauncher``):

@@ -1,4 +1,4 @@
-"""What the Kubernetes launcher reports when a job's or a service's pods fail (docs/launchers.md,
+"""What the Kubernetes launcher reports when a job's or a service's pods fail (docs/launcher-kubernetes.md,
 "When a pod fails"): the reason names the cause, the end is reported (failed, or node_lost so that
 the service requeues it), and what is left in the cluster is removed.
 

@@ -1,5 +1,5 @@
 """A failing job pod, end to end: the service hears the cause, releases the GPUs, and requeues
-what the cluster (not the user) stopped (docs/launchers.md, "When a pod fails").
+what the cluster (not the user) stopped (docs/launcher-kubernetes.md, "When a pod fails").
 
 Real: JupyterHub + proxy + the ComputeHub service, and the launcher driver (the hub's managed
 service) with the KubeLauncher backend, talking HTTP to the Kubernetes API. Emulated: the

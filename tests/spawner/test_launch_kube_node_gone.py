@@ -1,5 +1,5 @@
 """A job's pod that vanished (no trace of it left when its Job failed) is judged by its node as
-ComputeHub's inventory has it, since the launcher's Role may not read Nodes (docs/launchers.md,
+ComputeHub's inventory has it, since the launcher's Role may not read Nodes (docs/launcher-kubernetes.md,
 "When a pod fails"): a node the inventory removed, marks unhealthy (NotReady) or draining
 (cordoned) took the pod with it: ``node_lost``, requeued by class. On a healthy node, or when the
 service cannot say, someone deleted the pod: ``failed``, as before.

@@ -1,5 +1,5 @@
 """What one look of the launcher costs the Kubernetes API with inference services running
-(docs/launchers.md, "Kubernetes"): their pods are read in one listing shared by all of them, so a
+(docs/launcher-kubernetes.md): their pods are read in one listing shared by all of them, so a
 look makes as many requests with three services as with one; a Deployment deleted while its pods
 are still there is noticed within ``deployment_check_interval``.
 
