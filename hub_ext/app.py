@@ -116,6 +116,14 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Applicatio
                                     "database (one service per database), before refusing to start; 0 "
                                     "refuses at once. For a replacement started while the service it "
                                     "replaces is still stopping.")
+    start_deadline = Float(3600.0, config=True,
+                           help="Seconds admitted training, batch and inference work may hold its GPUs "
+                                "before whatever runs it (a launcher) reports it running. Past it the "
+                                "GPUs go back and it is requeued where its class requeues (a launcher "
+                                "that was down starts it when back); the next time it fails, saying "
+                                "nothing started it (no launcher for its kind, or no metadata.job for "
+                                "one to run). Notebooks are left to their spawner's start timeout. "
+                                "0 = hold them for as long as it takes.")
     database_timeout = Float(15.0, config=True,
                              help="Seconds one call to PostgreSQL may take before the service breaks it "
                                   "off and answers 503: a server that stops answering without closing "
@@ -286,7 +294,11 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Applicatio
             self._last_cycle_seconds = time.monotonic() - self._last_cycle
 
     def _run_cycle(self) -> None:
-        res = self.sched.cycle(now=time.time())
+        now = time.time()
+        for w in self.sched.give_back_unstarted(self.start_deadline, now=now):
+            self.log.warning("%s (%s, %s): not reported running within %.0f s of its admission: %s", w.id,
+                             w.user, w.kind, self.start_deadline, "requeued" if w.state == "pending" else "failed")
+        res = self.sched.cycle(now=now)
         self.cycles += 1
         self.metrics.observe_cycle(res)
         pending = self.sched.state.pending

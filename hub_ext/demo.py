@@ -168,7 +168,7 @@ class DemoApp(Command):
                                %serve python -m http.server $PORT   (a service behind the hub's login)
               - {base}/services/computehub/admin/    (as admin) queues, quotas, nodes, approvals, audit
               - a token from {base}/hub/token, then (the POST runs nothing: it holds a GPU until you
-                cancel it, curl -X DELETE ... /api/v1/workloads/ID with the same token):
+                cancel it, curl -X DELETE ... /api/v1/workloads/ID with the same token, or an hour):
                 curl -H "Authorization: token $TOKEN" -H "Content-Type: application/json" -X POST {base}/services/computehub/api/v1/workloads \\
                      -d '{{"kind": "training", "resources": {{"gpu": 1}}, "time_limit": 600}}'
                 curl -H "Authorization: token $TOKEN" {base}/services/computehub/api/v1/workloads

@@ -12,6 +12,7 @@ import time as _time
 
 from . import ledger, preemption, reclaim, validation
 from .durable import DurableMemory
+from .start_deadline import StartDeadline
 from .engine import CycleResult, EngineConfig
 from .errors import Conflict, NotFound
 from .model import (ADMITTED, AWAITING_APPROVAL, CANCELLED, FAILED, FINISHED, HOLDING, PENDING, PREEMPTED, PREEMPTING,
@@ -21,7 +22,7 @@ from .store import MemoryStore, Store
 from .submissions import SubmissionsMixin
 
 
-class Scheduler(DurableMemory, SubmissionsMixin):
+class Scheduler(DurableMemory, StartDeadline, SubmissionsMixin):
     def __init__(self, store: Store | None = None, config: EngineConfig | None = None,
                  clock=_time.time, prices: dict[str, float] | None = None):
         self.store = store if store is not None else MemoryStore()
