@@ -25,7 +25,8 @@ DEFAULT_CLASS_FOR_KIND = {
 # in earlier runs, who preempted it, whom it was moved for, when it was last requeued): a
 # submission may not set them.
 QUEUED_AT = "queued_at"
-SCHEDULER_METADATA = ("status", "ran_s", "preempted_by", "moved_for", QUEUED_AT, "start_timeouts")
+START_TIMEOUTS = "start_timeouts"        # how often it was given back unstarted (start_deadline.py)
+SCHEDULER_METADATA = ("status", "ran_s", "preempted_by", "moved_for", QUEUED_AT, START_TIMEOUTS)
 
 AWAITING_APPROVAL = "awaiting_approval"  # accepted, above its queue's approval threshold
 PENDING = "pending"          # accepted, waiting for admission

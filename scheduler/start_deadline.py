@@ -13,9 +13,7 @@ running at once and has no use for it.
 
 from __future__ import annotations
 
-from .model import ADMITTED, FAILED, Workload
-
-START_TIMEOUTS = "start_timeouts"        # metadata: how often it was given back unstarted
+from .model import ADMITTED, FAILED, START_TIMEOUTS, Workload
 
 
 def overdue(holding: dict[str, Workload], now: float, deadline: float) -> list[Workload]:
