@@ -44,6 +44,11 @@ def launcher_hub(d: Path, service: str, setup: Callable[[KmockCluster], None] | 
     kubeconfig = cluster.write_kubeconfig(d / "kubeconfig", NS)
     hub = RealHub(d, extra_service_config=service.replace("KUBECONFIG", repr(str(kubeconfig))),
                   configure_kwargs="launcher=True")
+    yield from _running(hub, cluster, setup)
+
+
+def _running(hub, cluster, setup):
+    """Start ``hub`` on ``cluster`` (``setup(cluster)`` first) and stop both after."""
     hub.cluster = cluster
     try:
         if setup is not None:
@@ -51,7 +56,7 @@ def launcher_hub(d: Path, service: str, setup: Callable[[KmockCluster], None] | 
         hub.start()
         yield hub
     finally:
-        hub.stop()
+        hub.stop()            # the hub deletes its pods first; then the API goes
         cluster.stop()
 
 
@@ -109,15 +114,9 @@ def spawner_hub(d: Path, extra_spawner_config: str = "", setup: Callable[[KmockC
     os.environ["KUBECONFIG"] = str(cluster.write_kubeconfig(d / "kubeconfig", NS))
     hub = RealHub(d, extra_service_config=SERVICE)
     hub.spawner_config = spawner_config(hub, free_port()) + extra_spawner_config
-    hub.cluster = cluster
     try:
-        if setup is not None:
-            setup(cluster)
-        hub.start()
-        yield hub
+        yield from _running(hub, cluster, setup)
     finally:
-        hub.stop()            # the hub deletes its pods first; then the API goes
-        cluster.stop()
         if old is None:
             os.environ.pop("KUBECONFIG", None)
         else:

@@ -118,12 +118,7 @@ def test_a_pod_gone_with_its_node_is_node_lost_and_requeued_not_the_users_failur
     controller fails the Job. The launcher, which may not read Nodes, asks the service with its
     own token (on-behalf: enough to read nodes) and reports node_lost: training requeues. Before,
     this was "failed ... deleted outside ComputeHub", the user's doing."""
-    wid = submit(hub, 1)
-    [pod] = wait_for("its pod", lambda: pods(hub, wid), 30)
-    kubelet_writes(hub, pod, RUNNING)
-    wait_for("running", lambda: get(hub, wid)["state"] == "running", 30)
-    time.sleep(1.5)         # the launcher's looks at it see its pod (it goes minutes later, say)
-    name = pod["metadata"]["name"]
+    wid, name = running_one_gpu_job(hub)
     assert hub.call("PATCH", "/nodes/kube-gpu-1", hub.tokens["ada"], json=flag).status_code == 200
     try:
         hub.cluster.run(delete_pod_and_fail_job(hub, wid, name))
@@ -139,13 +134,18 @@ def test_a_pod_gone_with_its_node_is_node_lost_and_requeued_not_the_users_failur
     assert hub.call("DELETE", f"/workloads/{wid}", hub.tokens["alice"]).status_code == 200
 
 
-def test_a_pod_deleted_by_hand_on_a_healthy_node_fails_the_job_saying_so(hub):
+def running_one_gpu_job(hub) -> tuple[str, str]:
+    """A 1-GPU job running on its pod, seen by the launcher's looks: (workload id, pod name)."""
     wid = submit(hub, 1)
     [pod] = wait_for("its pod", lambda: pods(hub, wid), 30)
     kubelet_writes(hub, pod, RUNNING)
     wait_for("running", lambda: get(hub, wid)["state"] == "running", 30)
     time.sleep(1.5)         # the launcher's looks at it see its pod (it goes minutes later, say)
-    name = pod["metadata"]["name"]
+    return wid, pod["metadata"]["name"]
+
+
+def test_a_pod_deleted_by_hand_on_a_healthy_node_fails_the_job_saying_so(hub):
+    wid, name = running_one_gpu_job(hub)
     hub.cluster.run(delete_pod_and_fail_job(hub, wid, name))
     w = wait_for("failed", lambda: (x := get(hub, wid))["state"] in ("failed", "pending", "admitted") and x, 60)
     assert w["state"] == "failed", w
