@@ -9,8 +9,8 @@ needs a server that runs; keepalives and ``tcp_user_timeout`` are answered by th
 kernel while the process sleeps).
 
 ``Watchdog`` bounds it from the client's side. Each store call runs inside ``watch()``; a
-thread of its own notices a call still running ``timeout`` seconds after it began and shuts
-down the sockets of the store's connections (both directions, ``shutdown(2)``): the blocked
+thread of its own, looking every ``tick`` (a quarter of the timeout, at most a second),
+notices a call still running ``timeout`` seconds after it began and shuts down the sockets of the store's connections (both directions, ``shutdown(2)``): the blocked
 ``recv()`` returns at once, the driver raises its "connection lost" error, SQLAlchemy
 discards the connection, and the store raises ``StoreUnavailable`` (in doubt if it was
 committing). Every connection is shut down, not only the stuck one: they all lead to the
@@ -88,13 +88,13 @@ class Watchdog:
     def watch(self):
         """Run one store call under the bound. A ``StoreUnavailable`` raised inside is raised
         again with the watchdog's words when it fired, and a slow failure marks the database
-        as not answering."""
+        as not answering. Costs a dict entry: the watchdog's thread looks every ``tick``
+        seconds rather than being woken for each call (that cost the event loop the GIL)."""
         call = Call(self._clock())
         key = next(self._ids)
-        with self._cond:
-            self._calls[key] = call
+        self._calls[key] = call             # one dict operation: atomic, no lock needed
+        if self._thread is None:
             self._ensure_thread()
-            self._cond.notify()
         try:
             yield call
         except StoreUnavailable as e:
@@ -107,8 +107,13 @@ class Watchdog:
                 self._mark_down(f"the database did not answer ({e.detail}, after {took:.0f} s)")
             raise
         finally:
-            with self._cond:
-                self._calls.pop(key, None)
+            self._calls.pop(key, None)
+
+    @property
+    def tick(self) -> float:
+        """How often the thread looks: a call is broken off at most a quarter of the timeout
+        late, and a database that did not answer is probed every ``PROBE_INTERVAL_S``."""
+        return max(0.05, min(PROBE_INTERVAL_S, self.timeout / 4))
 
     def close(self) -> None:
         with self._cond:
@@ -118,39 +123,36 @@ class Watchdog:
     # -- the watchdog's thread -----------------------------------------------------------
 
     def _ensure_thread(self) -> None:
-        if self._thread is None or not self._thread.is_alive():
-            self._thread = threading.Thread(target=self._run, name="computehub-db-watchdog", daemon=True)
-            self._thread.start()
+        with self._cond:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="computehub-db-watchdog", daemon=True)
+                self._thread.start()
 
     def _run(self) -> None:
-        with self._cond:
-            while not self._closed:
-                now = self._clock()
-                due = [c for c in self._calls.values() if not c.fired]
-                overdue = [c for c in due if now - c.began >= self.timeout]
-                if overdue:
-                    for c in overdue:
-                        c.fired = True
-                    self._break_connections()
-                    continue
-                waits = [c.began + self.timeout - now for c in due]
-                if self._down is not None and not (self._prober and self._prober.is_alive()):
-                    if now >= self._next_probe:
-                        self._next_probe = now + PROBE_INTERVAL_S
-                        self._prober = threading.Thread(target=self._try_probe, daemon=True,
-                                                        name="computehub-db-probe")
-                        self._prober.start()
-                    else:
-                        waits.append(self._next_probe - now)
-                self._cond.wait(min(waits) if waits else None)
+        while True:
+            with self._cond:
+                if self._closed:
+                    return
+                self._cond.wait(self.tick)
+                if self._closed:
+                    return
+            now = self._clock()
+            overdue = [c for c in list(self._calls.values()) if not c.fired and now - c.began >= self.timeout]
+            if overdue:
+                for c in overdue:
+                    c.fired = True
+                self._break_connections()
+            if self._down is not None and not (self._prober and self._prober.is_alive()) \
+                    and now >= self._next_probe:
+                self._next_probe = now + PROBE_INTERVAL_S
+                self._prober = threading.Thread(target=self._try_probe, daemon=True, name="computehub-db-probe")
+                self._prober.start()
 
     def _mark_down(self, why: str) -> None:
-        with self._cond:
-            if self._down is None:
-                self._next_probe = self._clock() + PROBE_INTERVAL_S
-            self._down = why
-            self._ensure_thread()
-            self._cond.notify()
+        if self._down is None:
+            self._next_probe = self._clock() + PROBE_INTERVAL_S
+        self._down = why
+        self._ensure_thread()
 
     def _try_probe(self) -> None:
         """On a thread of its own, watched like any call (a probe may hang too)."""
@@ -161,10 +163,8 @@ class Watchdog:
                 answered = True
             except Exception:   # noqa: BLE001 - still not answering; tried again next interval
                 pass
-        with self._cond:
-            if answered and not call.fired:
-                self._down = None
-            self._cond.notify()     # the next probe is due in an interval
+        if answered and not call.fired:
+            self._down = None
 
     def _break_connections(self) -> None:
         for conn in list(self._connections):
