@@ -120,8 +120,7 @@ class ExclusiveHold:
                 hold = FileHold(self.url.database)
             else:
                 hold = PgHold(self.url, self._connect_args)
-                if getattr(self, "_watchdog", None) is not None:
-                    self._watchdog.track(hold.engine)      # a hold that hangs is broken off too
+                self.bind_also(hold.engine)        # a hold that hangs is broken off too
             if not hold.take():
                 hold.release()
                 raise HeldElsewhere(self.holder())

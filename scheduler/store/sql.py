@@ -58,7 +58,7 @@ from . import tables as T
 from .base import PURGED_SEQ, Store
 from .exclusive import ExclusiveHold
 from .sql_reads import SqlReads
-from .watchdog import Watchdog
+from .watchdog import BoundedCalls
 
 BUSY_TIMEOUT_MS = 30_000
 _WRITE = "computehub_write"          # execution option marking a write transaction
@@ -118,7 +118,7 @@ def _ended_at(w: Workload) -> float | None:
     return w.ended_at if w.ended_at is not None else w.submitted_at
 
 
-class SqlStore(ExclusiveHold, SqlReads, Store):
+class SqlStore(BoundedCalls, ExclusiveHold, SqlReads, Store):
     """``Store`` on a SQL database; see the module docstring for the guarantees."""
 
     def __init__(self, url: str, *, migrate: bool = True, echo: bool = False,
@@ -140,11 +140,7 @@ class SqlStore(ExclusiveHold, SqlReads, Store):
                 kw["connect_args"] = {"connect_timeout": max(2, bound)}     # libpq takes 2 s at least
         self._connect_args = dict(kw.get("connect_args", {}))     # for the hold's own connection
         self.engine = create_engine(u, **kw)
-        self._watchdog = None
-        self._unbounded = threading.local()
-        if self.dialect == "postgresql" and timeout > 0:
-            self._watchdog = Watchdog(timeout, self._probe)
-            self._watchdog.track(self.engine)
+        self._bound_calls(timeout if self.dialect == "postgresql" else 0)
         if self.dialect == "sqlite":
             _sqlite_setup(self.engine)
         self._lock = threading.RLock()       # one write transaction at a time in this process
@@ -163,31 +159,6 @@ class SqlStore(ExclusiveHold, SqlReads, Store):
         in_doubt = committing and (self.dialect != "sqlite" or (
             getattr(getattr(e, "orig", None), "sqlite_errorcode", 0) & 0xFF) == _SQLITE_IOERR)
         return StoreUnavailable(_detail(e), in_doubt=in_doubt)
-
-    @contextlib.contextmanager
-    def unbounded(self):
-        """Calls this thread makes inside wait as long as they take: the bound protects the
-        service's event loop, and nothing waits on a service still starting (reading a large
-        state may take longer than a call should) or on a worker thread's housekeeping."""
-        self._unbounded.depth = getattr(self._unbounded, "depth", 0) + 1
-        try:
-            yield
-        finally:
-            self._unbounded.depth -= 1
-
-    @contextlib.contextmanager
-    def _watched(self, bounded: bool = True):
-        """One call to the database, broken off after ``timeout`` (PostgreSQL; ``watchdog.py``)."""
-        if self._watchdog is None or not bounded or getattr(self._unbounded, "depth", 0):
-            yield
-            return
-        self._watchdog.refuse_while_down()
-        with self._watchdog.watch():
-            yield
-
-    def _probe(self) -> None:
-        with self.engine.connect() as c:
-            c.exec_driver_sql("SELECT 1")
 
     @contextlib.contextmanager
     def _begin(self, bounded: bool = True):
@@ -405,6 +376,5 @@ class SqlStore(ExclusiveHold, SqlReads, Store):
 
     def close(self) -> None:
         self._release_hold()
-        if self._watchdog is not None:
-            self._watchdog.close()
+        self._unbind_calls()
         self.engine.dispose()

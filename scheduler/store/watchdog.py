@@ -184,4 +184,51 @@ class Watchdog:
                     s.close()
 
 
-__all__ = ["Watchdog", "PROBE_INTERVAL_S", "SLOW_FAILURE_S"]
+class BoundedCalls:
+    """``SqlStore``'s side: every call it makes to the database runs under ``_watched``."""
+
+    _watchdog: Watchdog | None = None
+
+    def _bound_calls(self, timeout: float) -> None:
+        """Bound calls to ``timeout`` seconds (0: no bound; SQLite: never)."""
+        self._unbounded = threading.local()
+        if timeout > 0:
+            self._watchdog = Watchdog(timeout, self._probe)
+            self._watchdog.track(self.engine)
+
+    def _unbind_calls(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.close()
+
+    def bind_also(self, engine) -> None:
+        """Break off ``engine``'s connections too when a call is overdue (the hold's own)."""
+        if self._watchdog is not None:
+            self._watchdog.track(engine)
+
+    @contextlib.contextmanager
+    def unbounded(self):
+        """Calls this thread makes inside wait as long as they take: the bound protects the
+        service's event loop, and nothing waits on a service still starting (reading a large
+        state may take longer than a call should) or on a worker thread's housekeeping."""
+        self._unbounded.depth = getattr(self._unbounded, "depth", 0) + 1
+        try:
+            yield
+        finally:
+            self._unbounded.depth -= 1
+
+    @contextlib.contextmanager
+    def _watched(self, bounded: bool = True):
+        """One call to the database, broken off after ``timeout`` (PostgreSQL)."""
+        if self._watchdog is None or not bounded or getattr(self._unbounded, "depth", 0):
+            yield
+            return
+        self._watchdog.refuse_while_down()
+        with self._watchdog.watch():
+            yield
+
+    def _probe(self) -> None:
+        with self.engine.connect() as c:
+            c.exec_driver_sql("SELECT 1")
+
+
+__all__ = ["BoundedCalls", "Watchdog", "PROBE_INTERVAL_S", "SLOW_FAILURE_S"]
