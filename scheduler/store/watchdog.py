@@ -174,8 +174,9 @@ class Watchdog:
                 fd = conn.pgconn.socket      # psycopg 3
             except Exception:   # noqa: BLE001 - closed meanwhile, or not a PostgreSQL connection
                 continue
-            # The store's threads are blocked on this socket (that is why the call is overdue),
-            # so it cannot be closed and its number reused before this shutdown.
+            # An overdue call's connection cannot close meanwhile (its thread is blocked on it); an
+            # idle one another thread closes between these two lines could see its number reused:
+            # a window of a few instructions, open only while a call is overdue.
             with contextlib.suppress(OSError):
                 s = socket.socket(fileno=socket.dup(fd))
                 try:
