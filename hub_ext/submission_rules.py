@@ -60,7 +60,7 @@ class SubmissionRules:
             spec["queue"] = sorted(mine)[0]
         q = specs.get(spec["queue"]) if isinstance(spec["queue"], str) else None
         if q is not None and not caller.may_use_queue(open_to := self.sched.state.tree.access[q.name]):
-            whose = "" if q.groups else " (its parent's: it names none of its own)"
+            whose = "" if q.groups else " (inherited: it names none of its own)"
             raise APIError(403, "forbidden", f"queue {q.name!r} is open to groups {', '.join(open_to)}{whose}, "
                                              "not to yours")
         kind = spec.get("kind", "batch")      # validated later; here only to find the class

@@ -42,7 +42,7 @@ def submit(hub, who, queue, made):
 def test_a_sub_queue_without_groups_is_its_teams(hub, team_tree, queue):
     r = submit(hub, "carol", queue, team_tree)
     assert r.status_code == 403, r.text
-    assert "open to groups vision (its parent's: it names none of its own)" in r.json()["message"]
+    assert "open to groups vision (inherited: it names none of its own)" in r.json()["message"]
     r = submit(hub, "alice", queue, team_tree)
     assert r.status_code == 201, r.text
     wid = r.json()["id"]
