@@ -118,6 +118,14 @@ EVICTED = {"phase": "Failed", "reason": "Evicted", "message": "The node was low 
                                   "state": {"terminated": {"exitCode": 137, "reason": "ContainerStatusUnknown"}}}]}
 
 
+def running_server(hub) -> tuple[dict, str]:
+    """alice's notebook server, up: (its workload, its pod's name)."""
+    spawn(hub, "alice", {"profile": "a100", "image": "torch"})
+    wait_ready(hub, "alice")
+    [pod] = user_pods(hub, "alice")
+    return newest_workload(hub, "alice"), pod["metadata"]["name"]
+
+
 @pytest.mark.parametrize("status,reason,kind", [
     (OOM, "the notebook server was OOMKilled (memory limit 2Gi)", "failed"),
     (EVICTED, "the notebook server: evicted from node kube-gpu-1 by its kubelet: The node was low on resource: "
@@ -126,16 +134,9 @@ EVICTED = {"phase": "Failed", "reason": "Evicted", "message": "The node was low 
 ], ids=["oomkilled", "evicted", "deleted-by-hand"])
 def test_a_running_server_that_dies_is_reported_with_the_cause(fhub, status, reason, kind):
     hub = fhub
-    spawn(hub, "alice", {"profile": "a100", "image": "torch"})
-    wait_ready(hub, "alice")
-    w = newest_workload(hub, "alice")
-    [pod] = user_pods(hub, "alice")
-    name = pod["metadata"]["name"]
+    w, name = running_server(hub)
     if status is None:                      # kubectl delete pod
-        async def delete():
-            async with hub.cluster.emulator.delete(f"/api/v1/namespaces/{NS}/pods/{name}") as r:
-                r.raise_for_status()
-        hub.cluster.run(delete())
+        delete_pod(hub, name)
     else:
         hub.cluster.run(hub.cluster.patch_pod_status(NS, name, status))
     ended = wait_for("the workload failed", lambda: (x := workload(hub, w["id"]))["state"] == "failed" and x, 60)
@@ -147,18 +148,19 @@ def test_a_running_server_that_dies_is_reported_with_the_cause(fhub, status, rea
     stop(hub, "bob")
 
 
-def delete_pod(hub, name):
-    async def delete():
-        async with hub.cluster.emulator.delete(f"/api/v1/namespaces/{NS}/pods/{name}") as r:
+def delete(hub, path: str) -> None:
+    async def go():
+        async with hub.cluster.emulator.delete(path) as r:
             r.raise_for_status()
-    hub.cluster.run(delete())
+    hub.cluster.run(go())
+
+
+def delete_pod(hub, name):
+    delete(hub, f"/api/v1/namespaces/{NS}/pods/{name}")
 
 
 def node_deleted(hub):
-    async def delete():
-        async with hub.cluster.emulator.delete("/api/v1/nodes/kube-gpu-1") as r:
-            r.raise_for_status()
-    hub.cluster.run(delete())
+    delete(hub, "/api/v1/nodes/kube-gpu-1")
 
 
 def node_not_ready(hub):
@@ -182,11 +184,7 @@ def test_a_server_whose_pod_went_with_its_node_is_reported_node_lost(fhub, node_
     the node controller evicts an unreachable node's): the cluster's doing, reported as node_lost
     with the node's name, as for jobs; not as a pod someone deleted."""
     hub = fhub
-    spawn(hub, "alice", {"profile": "a100", "image": "torch"})
-    wait_ready(hub, "alice")
-    w = newest_workload(hub, "alice")
-    [pod] = user_pods(hub, "alice")
-    name = pod["metadata"]["name"]
+    w, name = running_server(hub)
     try:
         node_goes(hub)
         delete_pod(hub, name)

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from test_launch_local import alive
 
 from spawner.launch_base import LaunchError
 from spawner.launch_local import LocalLauncher
@@ -53,14 +54,6 @@ async def start_and_wait(lch, w, timeout=30.0):
 
 def py(code: str) -> list[str]:
     return [sys.executable, "-c", code]
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def wait_file(path: Path, timeout=20.0) -> str:
