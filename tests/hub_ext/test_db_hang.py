@@ -26,6 +26,14 @@ CONFIG = ("\nc.ComputeHubService.database_timeout = 2\n"
           "c.ComputeHubService.cycle_interval = 1\n")
 
 
+def settled(calls, token) -> bool:
+    def states():
+        return {i: calls.call("GET", f"/workloads/{i}", token).json()["state"] for i in calls.accepted}
+    before = states()
+    time.sleep(1.5)
+    return states() == before
+
+
 def test_a_frozen_database_does_not_stop_the_service(tmp_path, own_pg):
     url = own_pg.create_database()
     with RealHub(tmp_path, db_url=url, extra_service_config=CONFIG) as hub:
@@ -53,6 +61,9 @@ def test_a_frozen_database_does_not_stop_the_service(tmp_path, own_pg):
         assert recovered(calls, carol, "nlp")
         assert wait_for(lambda: value(scrape(hub, ada), "computehub_database_up") == 1)
         assert calls.call("DELETE", f"/workloads/{first}", alice).status_code == 200
+        # Its GPUs go to waiting work at the next cycle: compare the database with the API once
+        # the states have stopped changing (two looks a cycle apart agree).
+        assert wait_for(lambda: settled(calls, ada))
         stored = check_consistent(hub, calls, url)
         assert stored[first].state == "cancelled"
         assert hub.service_pid() == pid
