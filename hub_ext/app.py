@@ -31,6 +31,7 @@ from . import api_admin as A
 from . import api_status as S
 from . import api_workloads as W
 from .audit import AuditEmitter
+from .deadlines import Deadlines
 from .api_serve import ServeHandler
 from .app_config import ServiceConfig
 from .group_commit import GroupCommit
@@ -45,7 +46,7 @@ from .submission_rules import SubmissionRules
 VERSION = "0.1.0"
 
 
-class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Application):
+class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Deadlines, Application):
     name = "computehub-serve"
     description = "The ComputeHub scheduler as a JupyterHub service."
     classes = [EngineConfig]
@@ -116,14 +117,6 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Applicatio
                                     "database (one service per database), before refusing to start; 0 "
                                     "refuses at once. For a replacement started while the service it "
                                     "replaces is still stopping.")
-    start_deadline = Float(3600.0, config=True,
-                           help="Seconds admitted training, batch and inference work may hold its GPUs "
-                                "before whatever runs it (a launcher) reports it running. Past it the "
-                                "GPUs go back and it is requeued where its class requeues (a launcher "
-                                "that was down starts it when back); the next time it fails, saying "
-                                "nothing started it (no launcher for its kind, or no metadata.job for "
-                                "one to run). Notebooks are left to their spawner's start timeout. "
-                                "0 = hold them for as long as it takes.")
     database_timeout = Float(15.0, config=True,
                              help="Seconds one call to PostgreSQL may take before the service breaks it "
                                   "off and answers 503: a server that stops answering without closing "
@@ -295,9 +288,7 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Applicatio
 
     def _run_cycle(self) -> None:
         now = time.time()
-        for w in self.sched.give_back_unstarted(self.start_deadline, now=now):
-            self.log.warning("%s (%s, %s): not reported running within %.0f s of its admission: %s", w.id,
-                             w.user, w.kind, self.start_deadline, "requeued" if w.state == "pending" else "failed")
+        self.apply_deadlines(now)
         res = self.sched.cycle(now=now)
         self.cycles += 1
         self.metrics.observe_cycle(res)

@@ -41,7 +41,7 @@ class ServiceConfig(StrictConfig):
     def _cycle_interval(self, proposal):
         return check_number(f"{S}.cycle_interval", proposal.value, low=0, low_open=True, unit="seconds")
 
-    @validate("cycle_delay", "cycle_min_interval", "other_service_wait", "database_timeout", "start_deadline")
+    @validate("cycle_delay", "cycle_min_interval", "other_service_wait", "database_timeout")
     def _cycle_pauses(self, proposal):
         return check_number(f"{S}.{proposal.trait.name}", proposal.value, low=0, unit="seconds")
 

@@ -14,7 +14,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from scheduler.blockers import (CAPACITY, GUARANTEE_ONLY, LENDING, MADE_ROOM, NO_BORROW, NO_NODE, QUEUE_LIMIT,
                                 RESERVED, STRICT_ORDER, USER_LIMIT, WAITING_PREEMPTION)
-from scheduler.model import AWAITING_APPROVAL, HOLDING, PENDING, RUNNING
+from scheduler.model import AWAITING_APPROVAL, HOLDING, PENDING, PREEMPTING, RUNNING, STOP_OVERDUE
 from scheduler.preemption import since_checkpoint
 from scheduler.resources import FLAVOR_PREFIX, GPU
 
@@ -51,6 +51,7 @@ class StateCollector:
         yield from self._queues(st)
         yield from self._waiting(sched, st, now)
         yield from self._checkpoints(st, now)
+        yield from self._stop_overdue(st)
 
     @staticmethod
     def _workloads(st):
@@ -190,3 +191,27 @@ class StateCollector:
             unknown.add_metric([q], blind[q])
         yield risk
         yield unknown
+
+    @staticmethod
+    def _stop_overdue(st):
+        """Work told to stop that no launcher reported stopped within the service's
+        ``stop_deadline``, per queue (a series for every queue, 0 where none): its GPUs stay
+        held, unused, until one does (scheduler/stop_deadline.py)."""
+        count = GaugeMetricFamily("computehub_stop_overdue_workloads",
+                                  "Preempted workloads not reported stopped within the stop deadline: "
+                                  "what they hold stays held until a launcher reports them stopped",
+                                  labels=["queue"])
+        gpus = GaugeMetricFamily("computehub_stop_overdue_gpus",
+                                 "GPUs held by preempted work not reported stopped within the stop deadline",
+                                 labels=["queue"])
+        n = {q: 0 for q in st.tree.specs}
+        g = dict(n)
+        for w in st.holding.values():
+            if w.state == PREEMPTING and STOP_OVERDUE in w.metadata:
+                n[w.queue] = n.get(w.queue, 0) + 1
+                g[w.queue] = g.get(w.queue, 0) + w.gpus
+        for q in sorted(n):
+            count.add_metric([q], n[q])
+            gpus.add_metric([q], g[q])
+        yield count
+        yield gpus

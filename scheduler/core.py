@@ -13,16 +13,17 @@ import time as _time
 from . import ledger, preemption, reclaim, validation
 from .durable import DurableMemory
 from .start_deadline import StartDeadline
+from .stop_deadline import StopDeadline
 from .engine import CycleResult, EngineConfig
 from .errors import Conflict, NotFound
 from .model import (ADMITTED, AWAITING_APPROVAL, CANCELLED, FAILED, FINISHED, HOLDING, PENDING, PREEMPTED, PREEMPTING,
-                    RECLAIMED, RUNNING, TERMINAL, Allocation, Event, NodeSpec, PriorityClass, QueueSpec,
-                    Workload)
+                    RECLAIMED, RUNNING, STOP_OVERDUE, STOPPING_SINCE, TERMINAL, Allocation, Event, NodeSpec,
+                    PriorityClass, QueueSpec, Workload)
 from .store import MemoryStore, Store
 from .submissions import SubmissionsMixin
 
 
-class Scheduler(DurableMemory, StartDeadline, SubmissionsMixin):
+class Scheduler(DurableMemory, StartDeadline, StopDeadline, SubmissionsMixin):
     def __init__(self, store: Store | None = None, config: EngineConfig | None = None,
                  clock=_time.time, prices: dict[str, float] | None = None):
         self.store = store if store is not None else MemoryStore()
@@ -268,6 +269,8 @@ class Scheduler(DurableMemory, StartDeadline, SubmissionsMixin):
         self.engine.fairshare.advance(now, self.state.tree)
         self.store.put_fairshare(self.engine.fairshare.time, self.engine.fairshare.snapshot())
         self.state.release(w)
+        if STOPPING_SINCE in w.metadata:    # it has stopped: a later preemption counts afresh
+            w.metadata = {k: v for k, v in w.metadata.items() if k not in (STOPPING_SINCE, STOP_OVERDUE)}
         self.store.close_allocation(w.id, now)
         self._event(now, kind, w, reason, placement=[a.to_dict() for a in w.placement])
         cls = self.state.classes.get(w.priority)

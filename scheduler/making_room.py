@@ -9,7 +9,7 @@ help; it takes victims (``preemption``) or, failing that, moves running work to 
 from __future__ import annotations
 
 from . import consolidation, gang_consolidation, policies, preemption
-from .model import PENDING, PREEMPTED, PREEMPTING, PriorityClass, Workload
+from .model import PENDING, PREEMPTED, PREEMPTING, STOPPING_SINCE, PriorityClass, Workload
 from .resources import GPU
 
 class MakingRoom:
@@ -119,6 +119,7 @@ class MakingRoom:
         for v in victims:
             if not self.config.release_on_preempt:
                 v.state = PREEMPTING      # still holds its resources until it has stopped
+                v.metadata[STOPPING_SINCE] = now
                 self._leaving.add(v)
             elif (c := self.state.classes.get(v.priority)) is not None and c.requeue:
                 self.state.requeue(v, now)    # back in line, keeping its age

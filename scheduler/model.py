@@ -26,7 +26,10 @@ DEFAULT_CLASS_FOR_KIND = {
 # submission may not set them.
 QUEUED_AT = "queued_at"
 START_TIMEOUTS = "start_timeouts"        # how often it was given back unstarted (start_deadline.py)
-SCHEDULER_METADATA = ("status", "ran_s", "preempted_by", "moved_for", QUEUED_AT, START_TIMEOUTS)
+STOPPING_SINCE = "stopping_since"        # when it was told to stop (preempted), while it stops
+STOP_OVERDUE = "stop_overdue"            # when it was found not stopped in time (stop_deadline.py)
+SCHEDULER_METADATA = ("status", "ran_s", "preempted_by", "moved_for", QUEUED_AT, START_TIMEOUTS, STOPPING_SINCE,
+                      STOP_OVERDUE)
 
 AWAITING_APPROVAL = "awaiting_approval"  # accepted, above its queue's approval threshold
 PENDING = "pending"          # accepted, waiting for admission
@@ -41,6 +44,13 @@ RECLAIMED = "reclaimed"      # idle, its resources taken back
 REJECTED = "rejected"        # an admin refused the approval it needed
 HOLDING = (ADMITTED, RUNNING, PREEMPTING)   # states that hold an allocation
 TERMINAL = (FINISHED, FAILED, CANCELLED, PREEMPTED, RECLAIMED, REJECTED)
+
+
+def leaving(w) -> bool:
+    """Preempted work that is expected to stop soon: a cycle may place work on what it holds
+    (only nominated until it has stopped). Work past the service's stop deadline is not: what
+    it holds is held until a launcher reports it stopped (stop_deadline.py)."""
+    return w.state == PREEMPTING and STOP_OVERDUE not in w.metadata
 
 
 def run_label(admitted_at: float | None) -> str:

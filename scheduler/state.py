@@ -7,7 +7,7 @@ queue usage, per-user usage and node inventory never disagree.
 from __future__ import annotations
 
 from .inventory import Inventory
-from .model import HOLDING, PENDING, PREEMPTING, QUEUED_AT, NodeSpec, PriorityClass, QueueSpec, Workload
+from .model import HOLDING, PENDING, QUEUED_AT, NodeSpec, PriorityClass, QueueSpec, Workload, leaving
 from .quota import QueueTree
 from .resources import CPU, MEMORY
 
@@ -33,7 +33,7 @@ class ClusterState:
         elif w.state in HOLDING:
             self._charge(w, 1)
             self.holding[w.id] = w
-            if w.state == PREEMPTING:
+            if leaving(w):
                 self.tree.mark_leaving(w.queue, w.total, 1)
 
     def forget(self, w: Workload) -> None:
@@ -52,7 +52,7 @@ class ClusterState:
         """Give back what ``w`` holds; its placement stays readable until reassigned."""
         if self.holding.pop(w.id, None) is not None:
             self._charge(w, -1)
-            if w.state == PREEMPTING:
+            if leaving(w):
                 self.tree.mark_leaving(w.queue, w.total, -1)
 
     def requeue(self, w: Workload, now: float | None = None) -> None:
@@ -79,7 +79,7 @@ class ClusterState:
         tree = QueueTree(queues)
         for w in self.holding.values():
             tree.charge(w.queue, w.user, w.total, 1)
-            if w.state == PREEMPTING:
+            if leaving(w):
                 tree.mark_leaving(w.queue, w.total, 1)
         self.tree = tree
         self.inventory.managed_models = tree.managed_models()

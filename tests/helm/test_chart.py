@@ -132,6 +132,23 @@ def test_the_service_config_loads_into_the_real_service(tmp_path):
         "computehub")
 
 
+def test_the_stop_deadline_outlasts_the_job_pods_grace(tmp_path):
+    """The service stops counting on a victim stopping (stop_deadline) only well after its pod's
+    terminationGracePeriodSeconds: 15 minutes, or the grace + 5 minutes; extraConfig wins."""
+    from hub_ext.app import ComputeHubService
+
+    def deadline(values):
+        (tmp_path / "c.json").write_text(config_files(render(tmp_path, values=values))["computehub_config.json"])
+        app = ComputeHubService()
+        app.load_config_file(str(tmp_path / "c.json"))
+        return app.stop_deadline
+
+    assert deadline({}) == 900
+    assert deadline({"launcher": {"terminationGraceSeconds": 3600}}) == 3900
+    assert deadline({"launcher": {"terminationGraceSeconds": 3600},
+                     "service": {"extraConfig": {"ComputeHubService": {"stop_deadline": 0}}}}) == 0
+
+
 def test_the_launcher_config_loads_into_the_real_launcher(objs, tmp_path):
     from spawner.launch_kube import KubeLauncher
     from spawner.launcher_app import LauncherApp

@@ -1,0 +1,67 @@
+"""The service's ``stop_deadline`` on the real hub, proxy and service (realhub.py): a victim
+that no launcher reports stopped stops holding up the work that preempted it. Its GPUs stay
+held (nothing is placed on them), the waiting work reclaims elsewhere, an event, the log and
+/metrics say so, and a late report of its stop frees them. The test's own thread plays the
+launcher (the hub service with submit-on-behalf); the deadline is 2 s here instead of 15 min."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from realhub import RealHub
+from test_metrics_waiting import scrape, value
+
+CONFIG = "\nc.ComputeHubService.stop_deadline = 2\nc.ComputeHubService.cycle_interval = 0.5\n"
+
+
+def wait_for(what, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        out = what()
+        if out or time.monotonic() > deadline:
+            return out
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+def test_a_victim_never_reported_stopped_holds_its_gpus_but_not_the_work_that_waits(tmp_path):
+    with RealHub(tmp_path, extra_service_config=CONFIG) as hub:
+        alice, carol, ada = (hub.tokens[u] for u in ("alice", "carol", "ada"))
+        launcher = hub.launcher_token
+        # Training work may be reclaimed at once (600 s by default).
+        cls = hub.call("GET", "/classes/training", ada).json()
+        assert hub.call("PUT", "/classes/training", ada, json={**cls, "preempt_after": 0}).status_code == 200
+        get = lambda wid: hub.call("GET", f"/workloads/{wid}", ada).json()     # noqa: E731
+        report = lambda wid, st: hub.call("POST", f"/workloads/{wid}/status", launcher,  # noqa: E731
+                                          json={"state": st}).status_code
+        body = {"queue": "vision", "resources": {"gpu": 4}, "kind": "training"}
+        v1 = hub.call("POST", "/workloads", alice, json={**body, "name": "v1"}).json()["id"]
+        assert wait_for(lambda: get(v1)["state"] == "admitted")
+        v2 = hub.call("POST", "/workloads", alice, json={**body, "name": "v2"}).json()["id"]
+        assert wait_for(lambda: get(v2)["state"] == "admitted")       # vision borrows nlp's 4
+        assert report(v1, "running") == report(v2, "running") == 200
+        n1 = hub.call("POST", "/workloads", carol, json={**body, "queue": "nlp"}).json()["id"]
+        # nlp is owed its 4: the youngest borrower is told to stop, and never reports it has.
+        assert wait_for(lambda: get(v2)["state"] == "preempting")
+        stuck = {a["node"] for a in get(v2)["placement"]}
+        overdue = wait_for(lambda: [e for e in hub.call("GET", f"/audit?workload={v2}", ada).json()["events"]
+                                    if e["kind"] == "stop_overdue"])
+        assert overdue and "no launcher has reported it stopped" in overdue[0]["reason"], overdue
+        assert f"preempted by {n1}" in overdue[0]["reason"]
+        samples = scrape(hub, ada)
+        assert value(samples, "computehub_stop_overdue_gpus", queue="vision") == 4
+        assert value(samples, "computehub_stop_overdue_workloads", queue="vision") == 1
+        assert value(samples, "computehub_stop_overdue_workloads", queue="nlp") == 0
+        # v2 still holds its GPUs, so vision still borrows: nlp reclaims them from v1 instead.
+        assert wait_for(lambda: get(v1)["state"] == "preempting")
+        assert report(v1, "stopped") == 200
+        assert wait_for(lambda: get(n1)["state"] == "admitted")
+        assert {a["node"] for a in get(n1)["placement"]}.isdisjoint(stuck)       # no GPU used twice
+        assert get(v2)["state"] == "preempting"
+        log = hub.tail(200_000)
+        assert f"{v2} (alice, training): told to stop 2 s ago and not reported stopped" in log
+        # The launcher comes back and reports the stop: v2's GPUs are free again.
+        assert report(v2, "stopped") == 200
+        assert wait_for(lambda: get(v2)["state"] in ("pending", "admitted"))
+        assert wait_for(lambda: value(scrape(hub, ada), "computehub_stop_overdue_gpus", queue="vision") == 0)
