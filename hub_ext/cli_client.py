@@ -284,7 +284,8 @@ computehub cancel w0000042 w0000043
                     raise
                 rc = max(rc, report(e))
                 continue
-            print(f"{w['id']}  {w['state']}")
+            then = "  (it is being stopped; its GPUs return once it has)" if w["state"] == "cancelling" else ""
+            print(f"{w['id']}  {w['state']}{then}")
         return rc
 
 

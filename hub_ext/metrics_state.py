@@ -14,7 +14,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from scheduler.blockers import (CAPACITY, GUARANTEE_ONLY, LENDING, MADE_ROOM, NO_BORROW, NO_NODE, QUEUE_LIMIT,
                                 RESERVED, STRICT_ORDER, USER_LIMIT, WAITING_PREEMPTION)
-from scheduler.model import AWAITING_APPROVAL, HOLDING, PENDING, PREEMPTING, RUNNING, STOP_OVERDUE
+from scheduler.model import AWAITING_APPROVAL, HOLDING, PENDING, RUNNING, STOP_OVERDUE, STOPPING
 from scheduler.preemption import since_checkpoint
 from scheduler.resources import FLAVOR_PREFIX, GPU
 
@@ -207,7 +207,7 @@ class StateCollector:
         n = {q: 0 for q in st.tree.specs}
         g = dict(n)
         for w in st.holding.values():
-            if w.state == PREEMPTING and STOP_OVERDUE in w.metadata:
+            if w.state in STOPPING and STOP_OVERDUE in w.metadata:
                 n[w.queue] = n.get(w.queue, 0) + 1
                 g[w.queue] = g.get(w.queue, 0) + w.gpus
         for q in sorted(n):

@@ -247,7 +247,9 @@ def document(version: str) -> dict:
                            _ok("#/components/schemas/Workload"),
                            params=[wid, _q("wait", {"type": "number", "minimum": 0, "maximum": 30}),
                                    _q("state", {"type": "string", "enum": list(STATES)})], scope=ANY),
-                "delete": _op("Cancel a workload", _ok("#/components/schemas/Workload"), params=[wid],
+                "delete": _op("Cancel a workload: it ends at once (state cancelled), or, while a launcher "
+                              "runs it, goes to cancelling and ends once the launcher has stopped it",
+                              _ok("#/components/schemas/Workload"), params=[wid],
                               scope="custom:computehub:submit (own) or submit-on-behalf"),
             },
             "/api/v1/workloads/{workload_id}/logs": {

@@ -60,6 +60,8 @@ def describe(w: dict, lines: list[str] | None = None) -> tuple[str, str]:
         return f"{name}: running on {where or status.get('node') or 'a node'}{extra}", status.get("message") or ""
     if state == "preempting":
         return f"{name}: being preempted (it gets SIGTERM and a grace period to checkpoint)", w.get("reason") or ""
+    if state == "cancelling":
+        return f"{name}: being cancelled (it gets SIGTERM and a grace period; its GPUs return once it has stopped)", ""
     took = (w["ended_at"] - w["started_at"]) if w.get("ended_at") and w.get("started_at") else None
     gpus = ((w.get("resources") or {}).get("gpu") or 0) * (w.get("workers") or 1)
     stats = f", ran {duration(took)}, {gpus * took / 3600:.3f} GPU-hours" if took is not None else ""
@@ -352,7 +354,8 @@ class ComputeHubMagics(Magics):
         for wid in args.ids:
             try:
                 w = self.client().cancel(wid)
-                print(f"{w['id']}: {w['state']}")
+                then = " (it is being stopped; its GPUs return once it has)" if w["state"] == "cancelling" else ""
+                print(f"{w['id']}: {w['state']}{then}")
             except J.JobError as e:
                 self._fail(e)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .inventory import Inventory, Reserved
-from .model import PREEMPTING, Workload, leaving
+from .model import STOPPING, Workload, leaving
 from .resources import CPU, GPU, MEMORY
 
 
@@ -29,7 +29,7 @@ class Reservation:
 
 
 def expected_end(w: Workload, now: float) -> float | None:
-    if w.state == PREEMPTING:
+    if w.state in STOPPING:
         return now if leaving(w) else None      # past its stop deadline: nobody knows when
     if w.time_limit is None or w.admitted_at is None:
         return None

@@ -70,5 +70,6 @@ class Blocker:
         if self.code == STRICT_ORDER:
             return f"waiting behind {self.other}, which is ahead in strict order"
         if self.code == WAITING_PREEMPTION:
-            return f"preempting {self.need} workload(s) to make room; waiting for them to stop"
+            return (f"{self.need} workload(s) being stopped to make room (preempted or cancelled); "
+                    "waiting for them to stop")
         return self.code

@@ -12,18 +12,19 @@ import time as _time
 
 from . import ledger, preemption, reclaim, validation
 from .durable import DurableMemory
+from .cancels import Cancels
 from .start_deadline import StartDeadline
 from .stop_deadline import StopDeadline
 from .engine import CycleResult, EngineConfig
 from .errors import Conflict, NotFound
-from .model import (ADMITTED, AWAITING_APPROVAL, CANCELLED, FAILED, FINISHED, HOLDING, PENDING, PREEMPTED, PREEMPTING,
-                    RECLAIMED, RUNNING, STOP_OVERDUE, STOPPING_SINCE, TERMINAL, Allocation, Event, NodeSpec,
+from .model import (ADMITTED, CANCELLING, FAILED, FINISHED, HOLDING, PREEMPTED, PREEMPTING,
+                    RECLAIMED, RUNNING, STOP_OVERDUE, STOPPING, STOPPING_SINCE, TERMINAL, Allocation, Event, NodeSpec,
                     PriorityClass, QueueSpec, Workload)
 from .store import MemoryStore, Store
 from .submissions import SubmissionsMixin
 
 
-class Scheduler(DurableMemory, StartDeadline, StopDeadline, SubmissionsMixin):
+class Scheduler(DurableMemory, Cancels, StartDeadline, StopDeadline, SubmissionsMixin):
     def __init__(self, store: Store | None = None, config: EngineConfig | None = None,
                  clock=_time.time, prices: dict[str, float] | None = None):
         self.store = store if store is not None else MemoryStore()
@@ -155,22 +156,6 @@ class Scheduler(DurableMemory, StartDeadline, StopDeadline, SubmissionsMixin):
             raise NotFound(f"no workload {workload_id!r}")
         return w
 
-    def cancel(self, workload_id: str, now=None, reason: str = "cancelled by user") -> Workload:
-        w = self.get(workload_id)
-        if w.state in TERMINAL:
-            raise Conflict(f"workload {workload_id} already ended ({w.state})")
-        now = self._now(now)
-        with self._tx():
-            if w.state in (PENDING, AWAITING_APPROVAL):
-                self.state.pending.pop(w.id, None)
-                w.state, w.ended_at, w.reason = CANCELLED, now, reason
-                self.store.put_workload(w)
-                self._event(now, "cancelled", w, reason)
-            else:
-                self._end_holding(w, now, "cancelled", reason, state=CANCELLED)
-        self.state.forget(w)
-        return w
-
     def mark_running(self, workload_id: str, now=None) -> Workload:
         w = self.get(workload_id)
         if w.state != ADMITTED:
@@ -207,10 +192,10 @@ class Scheduler(DurableMemory, StartDeadline, StopDeadline, SubmissionsMixin):
         then on it is known to save on stop (``saves_on_stop``), and preempting it loses only
         its restart."""
         w = self.get(workload_id)
-        if on_stop and w.state != PREEMPTING:
+        if on_stop and w.state not in STOPPING:
             raise Conflict(f"workload {workload_id} is {w.state}; a save on stop is reported while it "
                            "is being preempted")
-        if w.state not in (RUNNING, PREEMPTING):
+        if w.state not in (RUNNING, *STOPPING):
             raise Conflict(f"workload {workload_id} is {w.state}; only running work reports checkpoints")
         now = self._now(now)
         at = now if at is None else min(float(at), now)
@@ -239,6 +224,8 @@ class Scheduler(DurableMemory, StartDeadline, StopDeadline, SubmissionsMixin):
         if w.state not in HOLDING:
             raise Conflict(f"workload {workload_id} is {w.state}; only running work can finish")
         now = self._now(now)
+        if w.state == CANCELLING:       # it ended on its own before its launcher stopped it
+            return self._end_cancel(w, now, f"it ended on its own while being stopped ({reason or exit_code})")
         state = FINISHED if exit_code == 0 and not node_lost else FAILED
         with self._tx():
             w.exit_code = exit_code
@@ -249,11 +236,14 @@ class Scheduler(DurableMemory, StartDeadline, StopDeadline, SubmissionsMixin):
         return w
 
     def mark_stopped(self, workload_id: str, now=None) -> Workload:
-        """A preempted workload has stopped: its resources return; it requeues or ends."""
+        """A preempted workload has stopped: its resources return; it requeues or ends. A
+        cancelled one (cancels.py) ends cancelled."""
         w = self.get(workload_id)
-        if w.state != PREEMPTING:
+        if w.state not in STOPPING:
             raise Conflict(f"workload {workload_id} is {w.state}, not being preempted")
         now = self._now(now)
+        if w.state == CANCELLING:
+            return self._end_cancel(w, now, "stopped")
         by = w.metadata.get("preempted_by", "")
         with self._tx():
             self._end_holding(w, now, "stopped", f"preempted by {by}", state=PREEMPTED, requeue=True)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 
-from .model import PREEMPTING, Workload
+from .model import PREEMPTING, STOPPING, Workload
 from .resources import GPU
 
 SERVICE_ORDERS = ("srtf", "las")
@@ -104,7 +104,7 @@ def candidates(index, w: Workload, cls, order: str, thresholds, classes: dict, n
     out = []
     for q in index.by_queue:
         for key, v in index.live(q):
-            if v.state == PREEMPTING:
+            if v.state in STOPPING:
                 continue
             rank = key[0]
             if rank > cls.rank:

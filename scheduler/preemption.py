@@ -33,7 +33,7 @@ from itertools import islice
 from operator import itemgetter
 
 from . import victim_nodes
-from .model import PREEMPTING, PriorityClass, Workload
+from .model import STOPPING, PriorityClass, Workload
 from .policies import declared_left
 from .resources import CPU, GPU, MEMORY, flavor_key
 
@@ -49,7 +49,7 @@ class VictimIndex:
     def __init__(self, state, now: float):
         self.by_queue: dict[str, list[tuple[tuple, Workload]]] = {}
         for v in state.holding.values():
-            if v.state == PREEMPTING or v.admitted_at is None or v.admitted_at >= now:
+            if v.state in STOPPING or v.admitted_at is None or v.admitted_at >= now:
                 continue
             vc = state.classes.get(v.priority)
             if vc is None or not vc.preemptible or now - v.admitted_at < vc.preempt_after:

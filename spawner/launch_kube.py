@@ -224,8 +224,26 @@ class KubeLauncher(KubeLauncherChecks, PodWatch):
                 if e.status != 404:
                     raise
         await self._delete_objects(workload)
+        await self._until_gone(workload, selector, grace_seconds)
         self._log(workload, f"stopped: pods deleted with {grace_seconds:g} s grace")
         return Ended(143, f"stopped (SIGTERM, {grace_seconds:g} s grace)", self.last_lines(workload))
+
+    async def _until_gone(self, workload: dict, selector: str, grace_seconds: float) -> None:
+        """Wait until no pod of the workload is left. A deleted pod stays (terminating) until its
+        kubelet has stopped its containers, and its GPUs stay its own till then: the kubelet
+        would refuse a pod bound to them ("UnexpectedAdmissionError"). So "stopped" is reported,
+        and the GPUs go to other work, only once the pods are gone. A pod on a node that stopped
+        answering stays until the node is deleted; the service's stop_deadline bounds the wait
+        of the work that waits for it meanwhile."""
+        api = await self.api()
+        every, said = 0.5, asyncio.get_running_loop().time() + max(60.0, 2 * grace_seconds)
+        while (left := (await api["core"].list_namespaced_pod(self.namespace, label_selector=selector)).items):
+            if asyncio.get_running_loop().time() > said:
+                self.log.warning("%s: %d pod(s) still terminating (%s), their GPUs still theirs", workload["id"],
+                                 len(left), ", ".join(f"{p.metadata.name} on {p.spec.node_name or '-'}" for p in left))
+                said += 300
+            await asyncio.sleep(every)
+            every = min(2 * every, 10.0)
 
     async def cleanup(self, workload: dict) -> None:
         """A Job that ended by itself is deleted with what belongs to it (its logs are saved):

@@ -5,7 +5,8 @@ with a token holding ``custom:computehub:submit-on-behalf``. It watches admitted
 ``training`` / ``inference`` / ``batch`` workloads, starts them through a backend
 (``spawner.launch_local.LocalLauncher`` by default; see launch_base), and reports:
 ``running`` (node, endpoint), ``finished`` / ``failed`` (exit code, reason with the
-last log lines), ``stopped`` after a preemption (SIGTERM, ``preempt_grace``, kill).
+last log lines), ``stopped`` after a preemption (SIGTERM, ``preempt_grace``, kill) or
+a cancel (``cancelling``: SIGTERM, ``cancel_grace``, kill; its GPUs return only then).
 Crashed inference services restart up to ``max_restarts``. After its own restart
 it adopts what still runs and reports what died. See docs/launchers.md.
 """
@@ -28,7 +29,8 @@ from .report_batch import ReportBatcher
 from .service_app import ServiceClientApp
 from .service_client import ServiceError
 
-HOLDING = ("admitted", "running", "preempting")
+HOLDING = ("admitted", "running", "preempting", "cancelling")
+STOPPING = ("preempting", "cancelling")      # told to stop: stop it, then report "stopped"
 REASON_MAX = 2000
 MTIME_TICK = 1.0    # seconds a file's time may lag time.time() (coarse file-system clocks, NFS)
 
@@ -106,7 +108,8 @@ class LauncherApp(LauncherAppChecks, ServiceClientApp):
     # --- talking to the service ------------------------------------------------------------
 
     async def holding(self) -> dict[str, dict]:
-        r = await self.client.request("GET", "workloads?state=admitted&state=running&state=preempting&limit=10000")
+        states = "&".join(f"state={s}" for s in HOLDING)
+        r = await self.client.request("GET", f"workloads?{states}&limit=10000")
         return {w["id"]: w for w in r["workloads"] if self.mine(w)}
 
     def mine(self, w: dict) -> bool:
@@ -150,7 +153,7 @@ class LauncherApp(LauncherAppChecks, ServiceClientApp):
             elif w["state"] == "running":
                 await self.report(wid, "failed", exit_code=1,
                                   reason="its processes were gone when the launcher restarted")
-            elif w["state"] == "preempting":
+            elif w["state"] in STOPPING:
                 await self.report(wid, "stopped")
 
     # --- one look at everything -----------------------------------------------------------------
@@ -165,7 +168,7 @@ class LauncherApp(LauncherAppChecks, ServiceClientApp):
                 if w["state"] == "admitted":
                     self.tracked[wid] = Tracked(w, busy=True)
                     self.spawn(self.launch(w))
-                elif w["state"] == "preempting":       # preempted before it was started here
+                elif w["state"] in STOPPING:       # preempted or cancelled before it was started here
                     await self.report(wid, "stopped")
                 continue
             t.workload = w
@@ -174,9 +177,10 @@ class LauncherApp(LauncherAppChecks, ServiceClientApp):
             if w["state"] == "admitted":            # started, but "running" did not reach the service
                 await self.report(wid, "running")
                 continue
-            if w["state"] == "preempting":
+            if w["state"] in STOPPING:
                 t.busy = True
-                self.spawn(self.halt(wid, t, self.preempt_grace, report="stopped"))
+                grace = self.preempt_grace if w["state"] == "preempting" else self.cancel_grace
+                self.spawn(self.halt(wid, t, grace, report="stopped"))
                 continue
             limit = w.get("time_limit")
             if self.enforce_time_limit and limit and time.time() - t.started > limit * self.enforce_time_limit:

@@ -80,7 +80,7 @@ export interface GpuReport {
 }
 
 export const PENDING_STATES = ['pending', 'awaiting_approval'];
-export const LIVE_STATES = ['awaiting_approval', 'pending', 'admitted', 'running', 'preempting'];
+export const LIVE_STATES = ['awaiting_approval', 'pending', 'admitted', 'running', 'preempting', 'cancelling'];
 
 const STATE_WORDS: { [state: string]: string } = {
   awaiting_approval: "waiting for an admin's approval",
@@ -88,6 +88,7 @@ const STATE_WORDS: { [state: string]: string } = {
   admitted: 'GPUs assigned, starting',
   running: 'running',
   preempting: 'being preempted to make room for other work',
+  cancelling: 'cancelled: stopping it; its GPUs return once it has stopped',
   finished: 'finished',
   failed: 'failed',
   cancelled: 'cancelled',

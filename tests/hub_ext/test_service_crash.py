@@ -41,7 +41,7 @@ from scheduler.model import HOLDING
 from scheduler.store import tables as T
 from scheduler.store.sql import SqlStore
 
-STATES = ("awaiting_approval", "pending", "admitted", "running", "preempting", "finished", "failed",
+STATES = ("awaiting_approval", "pending", "admitted", "running", "preempting", "cancelling", "finished", "failed",
           "cancelled", "preempted", "reclaimed", "rejected")
 # (user, queue) of the eight clients: queues each user may use.
 CLIENTS = [("alice", "vision"), ("bob", "vision"), ("carol", "nlp"), ("lin", "vision"),

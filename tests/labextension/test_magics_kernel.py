@@ -207,7 +207,7 @@ def test_submit_queue_cancel_states_file_and_logs(setup):
     assert not (work / "out.txt").exists()
 
     out = k.run(f"%cancel {blocker}")
-    assert out["stdout"].strip() == f"{blocker}: cancelled", out
+    assert out["stdout"].strip() == f"{blocker}: cancelling (it is being stopped; its GPUs return once it has)", out
     wait_for("the blocker's process to be stopped", lambda: not alive(pid), 30)
 
     assert wait_for("out.txt", lambda: written(work / "out.txt"), 60) in ("gpus=0", "gpus=1")

@@ -28,7 +28,7 @@ from kube_controllers import JobController  # noqa: E402
 from kube_profiles import NS, PROFILES  # noqa: E402
 from realhub import RealHub, free_port  # noqa: E402
 
-ALL_STATES = ("awaiting_approval", "pending", "admitted", "running", "preempting", "finished", "failed",
+ALL_STATES = ("awaiting_approval", "pending", "admitted", "running", "preempting", "cancelling", "finished", "failed",
               "cancelled", "preempted", "reclaimed", "rejected")
 
 

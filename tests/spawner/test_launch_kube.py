@@ -202,20 +202,46 @@ def test_two_worker_job_is_indexed_with_a_headless_service_and_can_fail(kc):
     assert done["state"] == "failed" and "BackoffLimitExceeded" in done["reason"], done
 
 
-def test_cancel_deletes_pods_with_grace_then_the_objects(kc):
-    w = submit(kc, "alice", {"command": ["sleep", "infinity"]}, gpus=1)
+def set_finalizers(kc, pod: dict, finalizers: list[str]) -> None:
+    """Hold a pod after its deletion (as a kubelet stopping its containers would), or let it go."""
+    async def patch():
+        async with kc.cluster.emulator.patch(f"/api/v1/namespaces/{NS}/pods/{pod['metadata']['name']}",
+                                             json={"metadata": {"finalizers": finalizers}},
+                                             headers={"Content-Type": "application/merge-patch+json"}) as r:
+            r.raise_for_status()
+    kc.cluster.run(patch())
+
+
+def test_cancel_deletes_pods_with_grace_and_holds_the_gpu_until_they_are_gone(kc):
+    """A cancelled job is `cancelling` until its pod is gone, not just deleted: a terminating pod
+    keeps its GPU (the emulated API keeps the deleted pod, marked, while a finalizer holds it,
+    as a real API server keeps it until its kubelet has stopped the containers), and a job
+    waiting for that GPU is admitted only once the pod is gone."""
+    w = submit(kc, "alice", {"command": ["sleep", "infinity"]}, gpus=4)
     wid = w["id"]
     wait_for("running", lambda: state_is(kc, wid, "running"))
-    wait_for("its pod", lambda: one(kc, "pods", wid))
+    pod = wait_for("its pod", lambda: one(kc, "pods", wid))
+    other = submit(kc, "bob", {"command": ["sleep", "infinity"]}, gpus=4)      # fills the other node
+    wait_for("the other job running", lambda: state_is(kc, other["id"], "running"))
     assert one(kc, "secrets", wid) is not None
+    set_finalizers(kc, pod, ["test.computehub/kubelet-stopping"])
     r = kc.call("DELETE", f"/workloads/{wid}", kc.tokens["alice"])
-    assert r.status_code == 200, r.text
-    wait_for("the pod deleted", lambda: one(kc, "pods", wid) is None and one(kc, "jobs", wid) is None)
+    assert r.status_code == 200 and r.json()["state"] == "cancelling", r.text
+    waiting = submit(kc, "alice", {"command": ["sleep", "infinity"]}, gpus=4)
+    wait_for("the pod marked for deletion", lambda: (p := one(kc, "pods", wid)) and p["metadata"].get("deletionTimestamp"))
+    time.sleep(3)                     # the launcher looks every second: it waits for the pod
+    assert state_is(kc, wid, "cancelling") and one(kc, "pods", wid) is not None
+    assert state_is(kc, waiting["id"], "pending"), get(kc, waiting["id"])
+    set_finalizers(kc, pod, [])          # its containers have stopped: the pod goes
+    wait_for("the pod gone", lambda: one(kc, "pods", wid) is None and one(kc, "jobs", wid) is None)
+    done = wait_for("cancelled", lambda: state_is(kc, wid, "cancelled"))
+    assert done["reason"] == "cancelled by alice; stopped", done
     wait_for("its report token's Secret deleted too", lambda: one(kc, "secrets", wid) is None, timeout=10)
     deletes = pod_deletes(kc.cluster, f"ch-{wid}")
     assert deletes and all(rq.params.get("gracePeriodSeconds") == "7" for rq in deletes), \
         [rq.params for rq in deletes]
-    assert state_is(kc, wid, "cancelled")
+    started = wait_for("the waiting job admitted", lambda: state_is(kc, waiting["id"], "admitted", "running"))
+    assert started["admitted_at"] >= done["ended_at"], (started, done)
 
 
 def test_preemption_is_sigterm_with_the_grace_then_a_rerun(kc):

@@ -45,14 +45,19 @@ def preempted_once(hub, work, code: str, before=lambda victim: True, again=None)
     return w, hub.call("GET", f"/workloads/{victim['id']}/logs", hub.tokens["bob"]).json()["lines"]
 
 
-def queue_rows(hub, user: str) -> list[str]:
-    """`computehub queue` as ``user``, through the hub and proxy: its table's lines."""
+def cli_lines(hub, user: str, *args: str) -> list[str]:
+    """`computehub ARGS...` as ``user``, through the hub and proxy: what it printed."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPUTEHUB_", "JUPYTERHUB_"))}
     env.update(COMPUTEHUB_URL=hub.service_url, JUPYTERHUB_API_TOKEN=hub.tokens[user])
-    r = subprocess.run([sys.executable, "-m", "hub_ext", "queue"], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-m", "hub_ext", *args], capture_output=True, text=True,
                        timeout=60, env=env)
     assert r.returncode == 0, (r.stdout, r.stderr)
     return r.stdout.splitlines()
+
+
+def queue_rows(hub, user: str) -> list[str]:
+    """`computehub queue` as ``user``: its table's lines."""
+    return cli_lines(hub, user, "queue")
 
 
 def test_preemption_sigterm_checkpoint_requeue_resume(lhub):
@@ -201,3 +206,31 @@ def test_short_work_preempts_longer_work_of_the_same_team_and_class(lhub):
     assert w["preemptions"] >= 1 and w["metadata"].get("preempted_by") == short["id"], w
     lines = hub.call("GET", f"/workloads/{long_['id']}/logs", hub.tokens["bob"]).json()["lines"]
     assert "resumed" in lines, lines
+
+
+def test_a_cancelled_job_keeps_its_gpus_until_its_processes_have_exited(lhub):
+    """Cancelling a running job is SIGTERM and the launcher's cancel_grace: the job that waits
+    for its GPUs starts only once its processes have exited (they take 2 s to), not while they
+    may still use the GPUs. Each job writes when it started and ended (UNIX times)."""
+    hub, work = lhub
+    stamp = work / "cancel-stamps"
+    stamp.mkdir()
+    slow = ("import signal, sys, time\n"
+            f"open({str(stamp / 'slow-start')!r}, 'w').write(str(time.time()))\n"
+            "def term(*_):\n"
+            f"    time.sleep(2); open({str(stamp / 'slow-end')!r}, 'w').write(str(time.time())); sys.exit(0)\n"
+            "signal.signal(signal.SIGTERM, term)\n"
+            "while True:\n"
+            "    time.sleep(0.05)\n")
+    first = submit(hub, "alice", py(slow), work, gpus=2)
+    wait_for("the first job to run", lambda: state_is(hub, first["id"], "running") and (stamp / "slow-start").exists())
+    nxt = submit(hub, "alice", py(f"import time; open({str(stamp / 'next-start')!r}, 'w').write(str(time.time()))"),
+                 work, gpus=2)
+    assert cli_lines(hub, "alice", "cancel", first["id"]) == [
+        f"{first['id']}  cancelling  (it is being stopped; its GPUs return once it has)"]
+    done = wait_for("the first job cancelled", lambda: state_is(hub, first["id"], "cancelled"), 30)
+    assert done["reason"] == "cancelled by alice; stopped", done
+    wait_for("the next job to finish", lambda: state_is(hub, nxt["id"], "finished"), 60)
+    ended, started = float((stamp / "slow-end").read_text()), float((stamp / "next-start").read_text())
+    assert started > ended, (started, ended)
+    assert get(hub, nxt["id"])["admitted_at"] >= done["ended_at"]

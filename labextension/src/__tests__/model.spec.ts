@@ -124,6 +124,7 @@ describe('formatting', () => {
     expect(reasonText(pending)).toBe('vision uses 1/1 guaranteed GPUs');
     expect(reasonText(wl({ state: 'preempting', reason: 'preempting' }))).toBe('being preempted to make room for other work');
     expect(reasonText(wl({ state: 'cancelled', reason: 'cancelled by alice' }))).toBe('cancelled by alice');
+    expect(reasonText(wl({ state: 'cancelling', reason: '' }))).toBe('cancelled: stopping it; its GPUs return once it has stopped');
   });
 });
 
