@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from at_once import at_once
 
 from hub_ext.app import ComputeHubService
 from hub_ext.base import APIError
@@ -80,10 +81,22 @@ CASES = [
 ]
 
 
+@pytest.fixture(scope="module")
+def served(tmp_path_factory) -> dict[str, tuple[Path, subprocess.CompletedProcess]]:
+    """Every case of CASES run as its own ``computehub serve``, as many at once as there are
+    cores (each run is mostly the interpreter starting and importing): {config: (its folder,
+    how it ended)}."""
+    def one(config):
+        folder = tmp_path_factory.mktemp("case")
+        return folder, serve(folder, config + "\n")
+    return at_once(one, [c for c, _ in CASES])
+
+
 @pytest.mark.parametrize("config,says", CASES, ids=[c[0][:60] for c in CASES])
-def test_a_bad_setting_stops_serve_with_one_line(tmp_path, config, says):
-    refused(serve(tmp_path, config + "\n"), *says)
-    assert not (tmp_path / "data").exists()         # refused before anything was written
+def test_a_bad_setting_stops_serve_with_one_line(served, config, says):
+    folder, run = served[config]
+    refused(run, *says)
+    assert not (folder / "data").exists()         # refused before anything was written
 
 
 @pytest.mark.parametrize("args,says", [

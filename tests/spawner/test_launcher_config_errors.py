@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from at_once import at_once
 
 ROOT = Path(__file__).resolve().parents[2]
 NOWHERE = "http://127.0.0.1:9/services/computehub"      # nothing listens: the check must come first
@@ -71,9 +72,16 @@ LAUNCHER = [
 ]
 
 
+@pytest.fixture(scope="module")
+def launched(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
+    """Every case of LAUNCHER run as its own launcher, side by side: {config: how it ended}."""
+    return at_once(lambda config: run(tmp_path_factory.mktemp("case"), "spawner.launcher_app", config),
+                   [c for c, _ in LAUNCHER])
+
+
 @pytest.mark.parametrize("config,says", LAUNCHER, ids=[c[0][-60:] for c in LAUNCHER])
-def test_a_bad_launcher_setting_stops_it_with_one_line(tmp_path, config, says):
-    refused(run(tmp_path, "spawner.launcher_app", config), "computehub-launcher", *says)
+def test_a_bad_launcher_setting_stops_it_with_one_line(launched, config, says):
+    refused(launched[config], "computehub-launcher", *says)
 
 
 def test_launcher_settings_from_the_environment_are_checked(tmp_path):
