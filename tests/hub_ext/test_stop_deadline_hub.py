@@ -61,7 +61,9 @@ def test_a_victim_never_reported_stopped_holds_its_gpus_but_not_the_work_that_wa
         assert get(v2)["state"] == "preempting"
         log = hub.tail(200_000)
         assert f"{v2} (alice, training): told to stop 2 s ago and not reported stopped" in log
-        # The launcher comes back and reports the stop: v2's GPUs are free again.
-        assert report(v2, "stopped") == 200
+        # An admin who has checked that its processes are gone reports the stop (a launcher
+        # that comes back does the same): v2's GPUs are free again. Its owner may not.
+        assert hub.call("POST", f"/workloads/{v2}/status", alice, json={"state": "stopped"}).status_code == 403
+        assert hub.call("POST", f"/workloads/{v2}/status", ada, json={"state": "stopped"}).status_code == 200
         assert wait_for(lambda: get(v2)["state"] in ("pending", "admitted"))
         assert wait_for(lambda: value(scrape(hub, ada), "computehub_stop_overdue_gpus", queue="vision") == 0)
