@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scheduler.model import PENDING, Workload
+from scheduler.model import PENDING, STOP_OVERDUE, STOPPING, STOPPING_SINCE, Workload
 from scheduler.resources import render
 
 WORKLOAD_FIELDS = ("id", "name", "user", "queue", "kind", "priority", "state", "workers", "gpu_model",
@@ -61,4 +61,9 @@ def node(n, holders: list[Workload], visible=None) -> dict:
                       for w in holders]
     for entry, w in zip(d["workloads"], holders):
         entry["gpus"] = [list(a.gpus) for a in w.placement if a.node == n.spec.name]
+        if entry["id"] is not None:
+            entry["state"] = w.state
+            if w.state in STOPPING:     # told to stop: since when, and whether past the stop deadline
+                entry["stopping_since"] = w.metadata.get(STOPPING_SINCE)
+                entry["stop_overdue"] = STOP_OVERDUE in w.metadata
     return d

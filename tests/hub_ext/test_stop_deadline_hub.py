@@ -1,15 +1,18 @@
 """The service's ``stop_deadline`` on the real hub, proxy and service (realhub.py): a victim
 that no launcher reports stopped stops holding up the work that preempted it. Its GPUs stay
 held (nothing is placed on them), the waiting work reclaims elsewhere, an event, the log and
-/metrics say so, and a late report of its stop frees them. The test's own thread plays the
-launcher (the hub service with submit-on-behalf); the deadline is 2 s here instead of 15 min."""
+/metrics say so, and the admin nodes page (Chromium) reports its stop, which frees them. The
+test plays the launcher (the hub service with submit-on-behalf); the deadline is 2 s here
+instead of 15 min."""
 
 from __future__ import annotations
 
 import time
 
 import pytest
+from playwright import sync_api
 from realhub import RealHub
+from test_admin_pages import login
 from test_metrics_waiting import scrape, value
 
 CONFIG = "\nc.ComputeHubService.stop_deadline = 2\nc.ComputeHubService.cycle_interval = 0.5\n"
@@ -25,7 +28,7 @@ def wait_for(what, timeout=30.0):
 
 
 @pytest.mark.slow
-def test_a_victim_never_reported_stopped_holds_its_gpus_but_not_the_work_that_waits(tmp_path):
+def test_a_victim_never_reported_stopped_holds_its_gpus_but_not_the_work_that_waits(tmp_path, browser):
     with RealHub(tmp_path, extra_service_config=CONFIG) as hub:
         alice, carol, ada = (hub.tokens[u] for u in ("alice", "carol", "ada"))
         launcher = hub.launcher_token
@@ -61,9 +64,22 @@ def test_a_victim_never_reported_stopped_holds_its_gpus_but_not_the_work_that_wa
         assert get(v2)["state"] == "preempting"
         log = hub.tail(200_000)
         assert f"{v2} (alice, training): told to stop 2 s ago and not reported stopped" in log
-        # An admin who has checked that its processes are gone reports the stop (a launcher
-        # that comes back does the same): v2's GPUs are free again. Its owner may not.
+        # Its owner may not report it stopped; an admin who has checked that its processes are
+        # gone does, from the nodes page (a launcher that comes back does the same): its GPUs
+        # are free again.
         assert hub.call("POST", f"/workloads/{v2}/status", alice, json={"state": "stopped"}).status_code == 403
-        assert hub.call("POST", f"/workloads/{v2}/status", ada, json={"state": "stopped"}).status_code == 200
+        ctx = browser.new_context()
+        page = ctx.new_page()
+        page.set_default_timeout(20_000)
+        try:
+            login(page, hub, hub.service_url + "/admin/nodes", "ada")
+            row = page.locator(f".holder[data-workload={v2}]")
+            sync_api.expect(row.locator(".badge")).to_have_text("not stopped")
+            assert "no launcher has reported it stopped" in row.locator(".badge").get_attribute("title")
+            row.locator(f"button:has-text('Report {v2} stopped')").click()
+            sync_api.expect(page.locator("#flash")).to_contain_text(f"{v2} is reported stopped")
+            sync_api.expect(page.locator(f".holder[data-workload={v2}] .badge")).to_have_count(0)
+        finally:
+            ctx.close()
         assert wait_for(lambda: get(v2)["state"] in ("pending", "admitted"))
         assert wait_for(lambda: value(scrape(hub, ada), "computehub_stop_overdue_gpus", queue="vision") == 0)
