@@ -209,7 +209,13 @@ def document(version: str) -> dict:
                         "items": {"type": "object", "properties": {
                             "id": {"type": "string", "nullable": True},
                             "user": {"type": "string", "nullable": True},
-                            "gpus": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}}}}}}}},
+                            "gpus": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}}},
+                            "state": {"type": "string", "description": "only where id is shown"},
+                            "stopping_since": {"type": "number", "nullable": True, "description": (
+                                "preempting or cancelling: when it was told to stop (UNIX time)")},
+                            "stop_overdue": {"type": "boolean", "description": (
+                                "told to stop longer ago than the service's stop_deadline, and not "
+                                "reported stopped: its GPUs stay held until it is")}}}}}},
                 "NodeFlags": {"type": "object", "additionalProperties": False, "properties": {
                     "healthy": {"type": "boolean"}, "draining": {"type": "boolean"}}},
                 "NodeList": {"type": "object", "properties": {
