@@ -317,7 +317,7 @@ export function meanHistory(devices: GpuDevice[]): number[] {
   return out;
 }
 
-/** Which of my workloads can still be cancelled. */
+/** Which of my workloads can still be cancelled (not one already being cancelled). */
 export function cancellable(w: Workload): boolean {
-  return LIVE_STATES.includes(w.state);
+  return LIVE_STATES.includes(w.state) && w.state !== 'cancelling';
 }

@@ -1,5 +1,6 @@
 import {
   GpuDevice,
+  cancellable,
   checkpointText,
   Workload,
   WorkloadsReport,
@@ -125,6 +126,8 @@ describe('formatting', () => {
     expect(reasonText(wl({ state: 'preempting', reason: 'preempting' }))).toBe('being preempted to make room for other work');
     expect(reasonText(wl({ state: 'cancelled', reason: 'cancelled by alice' }))).toBe('cancelled by alice');
     expect(reasonText(wl({ state: 'cancelling', reason: '' }))).toBe('cancelled: stopping it; its GPUs return once it has stopped');
+    expect(cancellable(wl({ state: 'cancelling' }))).toBe(false);
+    expect(cancellable(wl({ state: 'preempting' }))).toBe(true);
   });
 });
 
