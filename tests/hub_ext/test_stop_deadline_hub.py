@@ -7,24 +7,13 @@ instead of 15 min."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from playwright import sync_api
 from realhub import RealHub
 from test_admin_pages import login
-from test_metrics_waiting import scrape, value
+from test_metrics_waiting import scrape, value, wait_for
 
 CONFIG = "\nc.ComputeHubService.stop_deadline = 2\nc.ComputeHubService.cycle_interval = 0.5\n"
-
-
-def wait_for(what, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        out = what()
-        if out or time.monotonic() > deadline:
-            return out
-        time.sleep(0.2)
 
 
 @pytest.mark.slow

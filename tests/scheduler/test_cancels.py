@@ -32,6 +32,14 @@ def kinds(s, wid):
     return [e.kind for e in s.events(workload_id=wid)]
 
 
+def running(s, queue="a", gpus=4, now=0):
+    """A launcher-run job admitted at ``now`` and running a second later."""
+    w = job(s, queue, gpus=gpus, metadata=JOB, now=now)
+    s.cycle(now=now)
+    s.mark_running(w.id, now=now + 1)
+    return w
+
+
 def test_a_launcher_run_job_keeps_its_gpus_until_it_has_stopped():
     s = one_node()
     w = job(s, "a", gpus=4, metadata=JOB, now=0)
@@ -69,9 +77,7 @@ def test_work_no_launcher_runs_ends_at_once():
 
 def test_a_job_ending_on_its_own_while_being_stopped_ends_cancelled():
     s = one_node()
-    w = job(s, "a", gpus=2, metadata=JOB, now=0)
-    s.cycle(now=0)
-    s.mark_running(w.id, now=1)
+    w = running(s, gpus=2)
     s.cancel(w.id, now=5)
     s.mark_finished(w.id, now=6, exit_code=0)
     assert w.state == CANCELLED and "ended on its own while being stopped" in w.reason
@@ -97,9 +103,7 @@ def test_cancelling_a_victim_ends_it_instead_of_requeueing_it():
 
 def test_the_stop_deadline_bounds_a_cancel_nobody_confirms():
     s = one_node()
-    w = job(s, "a", gpus=4, metadata=JOB, now=0)
-    s.cycle(now=0)
-    s.mark_running(w.id, now=1)
+    w = running(s)
     s.cancel(w.id, now=10)
     assert s.flag_unstopped(900, now=909) == []
     assert s.flag_unstopped(900, now=910) == [w]
