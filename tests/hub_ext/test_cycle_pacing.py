@@ -64,11 +64,18 @@ def test_cycles_under_a_burst_take_at_most_their_share_and_a_lone_change_is_not_
         await burst(svc, 1.0)
         await asyncio.sleep(0.5)                 # quiet: longer than the spacing (~0.08 s)
         in_burst = len(starts)                   # the burst's last change has had its cycle
+        # The spacing has passed: a change now waits for nothing (not the spacing, and not the
+        # periodic cycle 30 s away). Timed loosely: a loaded 2-core machine may take a while
+        # to run the loop's next step, which is not what this checks.
+        assert svc.next_cycle_gap() <= 0, "a lone change after a quiet spell waits for no spacing"
         t = time.monotonic()
         svc.changed()
-        await asyncio.sleep(0.06)
-        assert len(starts) == in_burst + 1, "a lone change after a quiet spell waits for no spacing"
-        assert starts[-1] - t < 0.05
+        for _ in range(200):
+            if len(starts) > in_burst:
+                break
+            await asyncio.sleep(0.01)
+        assert len(starts) == in_burst + 1, "a lone change after a quiet spell gets its cycle at once"
+        assert starts[-1] - t < 2.0
 
     drive(svc, body)
     burst_gaps = gaps(starts[:-1])
