@@ -168,13 +168,21 @@ computehub nodes undrain gpu-b
             return
         rows = [[n["name"], n.get("gpu_model") or "-", f"{len(n.get('free_gpus') or [])}/{n['gpus']}",
                  _cores(n.get("cpu")), _gib(n.get("memory")), _node_state(n),
-                 ", ".join(f"{w['id']} ({w['user']})" if w.get("id") else "another user's"
-                           for w in n.get("workloads") or []) or "-"]
+                 ", ".join(_holder(w) for w in n.get("workloads") or []) or "-"]
                 for n in data["nodes"]]
         if not rows:
             print("no nodes registered")
             return
         print(table(rows, ["NODE", "MODEL", "FREE GPUS", "CPU", "MEMORY", "STATE", "WORKLOADS"]))
+
+
+def _holder(w: dict) -> str:
+    """A workload on a node: whose, and whether it is being stopped (or past the service's stop
+    deadline without being reported stopped: its GPUs stay held)."""
+    if not w.get("id"):
+        return "another user's"
+    how = ", not stopped" if w.get("stop_overdue") else ", stopping" if w.get("stopping_since") else ""
+    return f"{w['id']} ({w['user']}{how})"
 
 
 def _cores(cpu) -> str:

@@ -11,6 +11,7 @@ import pytest
 from playwright import sync_api
 from realhub import RealHub
 from test_admin_pages import login
+from test_cli_client import cli, ok
 from test_metrics_waiting import scrape, value, wait_for
 
 CONFIG = "\nc.ComputeHubService.stop_deadline = 2\nc.ComputeHubService.cycle_interval = 0.5\n"
@@ -37,10 +38,13 @@ def test_a_victim_never_reported_stopped_holds_its_gpus_but_not_the_work_that_wa
         # nlp is owed its 4: the youngest borrower is told to stop, and never reports it has.
         assert wait_for(lambda: get(v2)["state"] == "preempting")
         stuck = {a["node"] for a in get(v2)["placement"]}
+        stuck_node, = stuck
         overdue = wait_for(lambda: [e for e in hub.call("GET", f"/audit?workload={v2}", ada).json()["events"]
                                     if e["kind"] == "stop_overdue"])
         assert overdue and "no launcher has reported it stopped" in overdue[0]["reason"], overdue
         assert f"preempted by {n1}" in overdue[0]["reason"]
+        row = next(r for r in ok(cli(hub, "ada", "nodes")).splitlines() if r.startswith(stuck_node))
+        assert f"{v2} (alice, not stopped)" in row, row
         samples = scrape(hub, ada)
         assert value(samples, "computehub_stop_overdue_gpus", queue="vision") == 4
         assert value(samples, "computehub_stop_overdue_workloads", queue="vision") == 1
