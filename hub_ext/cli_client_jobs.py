@@ -125,8 +125,8 @@ class JobsApp(ClientCommand):
             # The latest first from the service (a year of history is never read whole),
             # shown oldest to newest so the newest end up next to the prompt.
             answer = ch.list(user=me, state=["pending", "awaiting_approval", "admitted", "running",
-                                             "preempting", "cancelling", *TERMINAL], kind=JOB_KINDS, order="newest",
-                             limit=self.limit)
+                                             "preempting", "cancelling", "reclaiming", *TERMINAL],
+                             kind=JOB_KINDS, order="newest", limit=self.limit)
             items, total = answer["workloads"][::-1], answer["total"]
         else:
             answer = ch.list(user=me, kind=JOB_KINDS, limit=10_000)

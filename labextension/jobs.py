@@ -160,7 +160,7 @@ class Client:
         if include_ended:
             # Newest first from the service, so a long history is never read whole.
             params.update(state=["pending", "awaiting_approval", "admitted", "running", "preempting", "cancelling",
-                                 *TERMINAL],
+                                 "reclaiming", *TERMINAL],
                           order="newest", limit=limit)
         items = self.request("GET", "workloads", params=params)["workloads"]
         return items[::-1] if include_ended else items

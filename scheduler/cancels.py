@@ -1,22 +1,25 @@
-"""Cancelling a workload, and work that is still being stopped when it is cancelled.
+"""Work ended while it still runs — cancelled, or reclaimed for idleness — keeps its GPUs until
+it has stopped.
 
 Work that a launcher runs (it has ``metadata.job``) and holds GPUs is not over when it is
 cancelled: its processes (or its pod) get the launcher's grace period after SIGTERM, and a
 new job placed on its GPUs meanwhile would find them in use (on Kubernetes the kubelet
 refuses a pod bound to a node whose GPUs a terminating pod still holds). So it goes to
-``cancelling``: it keeps its GPUs, a cycle treats them as about to be free (as a preempted
-victim's: what lands there starts once it has stopped), and it ends ``cancelled`` when its
-launcher reports it stopped — or exited on its own. Slurm's COMPLETING state does the same.
-Everything else (pending work, notebooks, which their spawner stops before it reports, work
-run by a runner of one's own that polls for its state) ends at once. Work that nobody reports
-stopped is bounded by the service's stop deadline (stop_deadline.py).
+``cancelling``; an idle notebook whose GPUs are taken back goes to ``reclaiming`` while the
+notebook watch has the hub stop its server. Either keeps its GPUs, a cycle treats them as
+about to be free (as a preempted victim's: what lands there starts once it has stopped), and
+it ends ``cancelled`` / ``reclaimed`` when its launcher reports it stopped, or its spawner
+that it ended. Slurm's COMPLETING state is the same idea. Everything else (pending work,
+notebooks, which their spawner stops before it reports, work run by a runner of one's own
+that polls for its state) ends at once when cancelled. Work that nobody reports stopped is
+bounded by the service's stop deadline (stop_deadline.py).
 """
 
 from __future__ import annotations
 
 from .errors import Conflict
-from .model import (ADMITTED, AWAITING_APPROVAL, CANCEL_REASON, CANCELLED, CANCELLING, PENDING, PREEMPTING, RUNNING,
-                    STOPPING_SINCE, TERMINAL, Workload, leaving)
+from .model import (ADMITTED, AWAITING_APPROVAL, CANCELLED, CANCELLING, ENDS_AS, PENDING, PREEMPTING, RECLAIMING,
+                    RUNNING, STOP_REASON, STOPPING_SINCE, TERMINAL, Workload, leaving)
 
 
 def run_by_launcher(w: Workload) -> bool:
@@ -34,8 +37,8 @@ class Cancels:
         w = self.get(workload_id)
         if w.state in TERMINAL:
             raise Conflict(f"workload {workload_id} already ended ({w.state})")
-        if w.state == CANCELLING:
-            return w                     # asked twice: it is being stopped already
+        if w.state in (CANCELLING, RECLAIMING):
+            return w                     # it is being stopped already, and ends once it has
         now = self._now(now)
         with self._tx():
             if w.state in (PENDING, AWAITING_APPROVAL):
@@ -44,25 +47,32 @@ class Cancels:
                 self.store.put_workload(w)
                 self._event(now, "cancelled", w, reason)
             elif w.state in (ADMITTED, RUNNING, PREEMPTING) and run_by_launcher(w):
-                was_leaving = leaving(w)
-                extra = {} if w.state == PREEMPTING else {STOPPING_SINCE: now}
-                w.metadata = {**w.metadata, CANCEL_REASON: reason, **extra}
-                w.state = CANCELLING
-                w.reason = f"{reason}; its GPUs return once its launcher has stopped it"
-                if not was_leaving and leaving(w):
-                    self.state.tree.mark_leaving(w.queue, w.total, 1)
-                self.store.put_workload(w)
-                self._event(now, "cancelling", w, f"{reason}; its GPUs return once its launcher has stopped it")
+                self._begin_stop(w, now, CANCELLING, reason,
+                                 f"{reason}; its GPUs return once its launcher has stopped it")
                 return w
             else:
                 self._end_holding(w, now, "cancelled", reason, state=CANCELLED)
         self.state.forget(w)
         return w
 
-    def _end_cancel(self, w: Workload, now: float, how: str) -> Workload:
-        """Cancelled work that was being stopped has stopped (``how``): it ends cancelled."""
-        reason = f"{w.metadata.get(CANCEL_REASON) or 'cancelled'}; {how}"
+    def _begin_stop(self, w: Workload, now: float, state: str, reason: str, note: str) -> None:
+        """``w`` (holding) is to stop for good, as ``state`` (cancelling / reclaiming): it keeps
+        what it holds, which a cycle counts as leaving. Call inside a transaction."""
+        was_leaving = leaving(w)
+        extra = {} if w.state == PREEMPTING else {STOPPING_SINCE: now}    # a victim counts from then
+        w.metadata = {**w.metadata, STOP_REASON: reason, **extra}
+        w.state, w.reason = state, note
+        if not was_leaving and leaving(w):
+            self.state.tree.mark_leaving(w.queue, w.total, 1)
+        self.store.put_workload(w)
+        self._event(now, state, w, note)
+
+    def _end_stopping(self, w: Workload, now: float, how: str) -> Workload:
+        """Work told to stop for good (cancelling, reclaiming) has stopped (``how``): it ends
+        cancelled / reclaimed."""
+        end = ENDS_AS[w.state]
+        reason = f"{w.metadata.get(STOP_REASON) or end}; {how}"
         with self._tx():
-            self._end_holding(w, now, "cancelled", reason, state=CANCELLED)
+            self._end_holding(w, now, end, reason, state=end)
         self.state.forget(w)
         return w

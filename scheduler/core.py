@@ -17,8 +17,8 @@ from .start_deadline import StartDeadline
 from .stop_deadline import StopDeadline
 from .engine import CycleResult, EngineConfig
 from .errors import Conflict, NotFound
-from .model import (ADMITTED, CANCELLING, FAILED, FINISHED, HOLDING, PREEMPTED, PREEMPTING,
-                    RECLAIMED, RUNNING, STOP_OVERDUE, STOPPING, STOPPING_SINCE, TERMINAL, Allocation, Event, NodeSpec,
+from .model import (ADMITTED, ENDS_AS, FAILED, FINISHED, HOLDING, PREEMPTED, PREEMPTING,
+                    RECLAIMING, RUNNING, STOP_OVERDUE, STOPPING, STOPPING_SINCE, TERMINAL, Allocation, Event, NodeSpec,
                     PriorityClass, QueueSpec, Workload)
 from .store import MemoryStore, Store
 from .submissions import SubmissionsMixin
@@ -224,8 +224,8 @@ class Scheduler(DurableMemory, Cancels, StartDeadline, StopDeadline, Submissions
         if w.state not in HOLDING:
             raise Conflict(f"workload {workload_id} is {w.state}; only running work can finish")
         now = self._now(now)
-        if w.state == CANCELLING:       # it ended on its own before its launcher stopped it
-            return self._end_cancel(w, now, f"it ended on its own while being stopped ({reason or exit_code})")
+        if w.state in ENDS_AS:          # cancelled or reclaimed, and now ended (stopped, or on its own)
+            return self._end_stopping(w, now, f"it ended ({reason or f'exit code {exit_code}'})")
         state = FINISHED if exit_code == 0 and not node_lost else FAILED
         with self._tx():
             w.exit_code = exit_code
@@ -242,8 +242,8 @@ class Scheduler(DurableMemory, Cancels, StartDeadline, StopDeadline, Submissions
         if w.state not in STOPPING:
             raise Conflict(f"workload {workload_id} is {w.state}, not being preempted")
         now = self._now(now)
-        if w.state == CANCELLING:
-            return self._end_cancel(w, now, "stopped")
+        if w.state in ENDS_AS:          # cancelled or reclaimed: it ends so
+            return self._end_stopping(w, now, "stopped")
         by = w.metadata.get("preempted_by", "")
         with self._tx():
             self._end_holding(w, now, "stopped", f"preempted by {by}", state=PREEMPTED, requeue=True)
@@ -332,13 +332,13 @@ class Scheduler(DurableMemory, Cancels, StartDeadline, StopDeadline, Submissions
                             f"{d.release_at}" if d.release_at else f"idle for {d.idle_seconds / 60:.0f} min",
                             idle_seconds=d.idle_seconds, release_at=d.release_at)
         elif d.action == reclaim.RELEASE:
+            # It keeps its GPUs until whatever runs it reports it stopped (cancels.py): the
+            # notebook watch has the hub stop the server, whose spawner then reports its end.
+            why = f"idle for {d.idle_seconds / 60:.0f} min (queue limit {policy.release_after / 60:.0f} min)"
             with self._tx():
-                self._end_holding(w, now, "reclaimed",
-                                  f"idle for {d.idle_seconds / 60:.0f} min (queue limit "
-                                  f"{policy.release_after / 60:.0f} min)", state=RECLAIMED)
+                self._begin_stop(w, now, RECLAIMING, why, f"{why}; its GPUs return once it has stopped")
                 self._event(now, "gpu_returned", w, "", gpus=d.gpus,
                             gpu_hours_returned=d.gpu_hours_returned)
-            self.state.forget(w)
         return d
 
     # --- reading -------------------------------------------------------------------

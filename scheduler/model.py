@@ -28,9 +28,9 @@ QUEUED_AT = "queued_at"
 START_TIMEOUTS = "start_timeouts"        # how often it was given back unstarted (start_deadline.py)
 STOPPING_SINCE = "stopping_since"        # when it was told to stop (preempted), while it stops
 STOP_OVERDUE = "stop_overdue"            # when it was found not stopped in time (stop_deadline.py)
-CANCEL_REASON = "cancel_reason"          # why it is being cancelled, while its launcher stops it
+STOP_REASON = "stop_reason"              # why it is being cancelled or reclaimed, while it is stopped
 SCHEDULER_METADATA = ("status", "ran_s", "preempted_by", "moved_for", QUEUED_AT, START_TIMEOUTS, STOPPING_SINCE,
-                      STOP_OVERDUE, CANCEL_REASON)
+                      STOP_OVERDUE, STOP_REASON)
 
 AWAITING_APPROVAL = "awaiting_approval"  # accepted, above its queue's approval threshold
 PENDING = "pending"          # accepted, waiting for admission
@@ -38,19 +38,21 @@ ADMITTED = "admitted"        # placement assigned, resources held, launcher star
 RUNNING = "running"          # the launcher reports it running
 PREEMPTING = "preempting"    # chosen as a victim; holds resources until it has stopped
 CANCELLING = "cancelling"    # cancelled while a launcher runs it; holds resources until it has stopped
+RECLAIMING = "reclaiming"    # idle, its resources taken back; holds them until it has stopped
 FINISHED = "finished"
 FAILED = "failed"
 CANCELLED = "cancelled"
 PREEMPTED = "preempted"      # preempted and not requeued (class says so)
 RECLAIMED = "reclaimed"      # idle, its resources taken back
 REJECTED = "rejected"        # an admin refused the approval it needed
-HOLDING = (ADMITTED, RUNNING, PREEMPTING, CANCELLING)   # states that hold an allocation
-STOPPING = (PREEMPTING, CANCELLING)   # told to stop: what it holds is about to be free
+HOLDING = (ADMITTED, RUNNING, PREEMPTING, CANCELLING, RECLAIMING)   # states that hold an allocation
+STOPPING = (PREEMPTING, CANCELLING, RECLAIMING)   # told to stop: what it holds is about to be free
 TERMINAL = (FINISHED, FAILED, CANCELLED, PREEMPTED, RECLAIMED, REJECTED)
+ENDS_AS = {CANCELLING: CANCELLED, RECLAIMING: RECLAIMED}   # how work told to stop for good ends once stopped
 
 
 def leaving(w) -> bool:
-    """Work told to stop (preempted, or cancelled while a launcher runs it) that is expected to
+    """Work told to stop (preempted, cancelled while a launcher runs it, reclaimed) that is expected to
     stop soon: a cycle may place work on what it holds (only nominated until it has stopped).
     Work past the service's stop deadline is not: what it holds is held until a launcher
     reports it stopped (stop_deadline.py)."""

@@ -1,7 +1,7 @@
 """Work told to stop that no one reports stopped (``ComputeHubService.stop_deadline``).
 
-Work preempted, or cancelled while a launcher runs it (cancels.py), keeps its GPUs until its
-launcher reports it has stopped, and a cycle treats what it holds as about to be free: the
+Work preempted, cancelled while a launcher runs it, or reclaimed (cancels.py), keeps its GPUs
+until it is reported stopped, and a cycle treats what it holds as about to be free: the
 preemptor is placed there and waits ("waiting for them to stop"). A launcher that is down,
 or a pod stuck terminating on a node that stopped answering, never reports it, and that work
 would wait on those GPUs for good while GPUs elsewhere go to others. Past the deadline the
@@ -15,7 +15,7 @@ stop does. Trace replay releases victims at once and has no use for it.
 
 from __future__ import annotations
 
-from .model import CANCELLING, STOP_OVERDUE, STOPPING, STOPPING_SINCE, Workload
+from .model import CANCELLING, RECLAIMING, STOP_OVERDUE, STOPPING, STOPPING_SINCE, Workload
 
 
 def _words(seconds: float) -> str:
@@ -46,7 +46,7 @@ class StopDeadline:
                 w.metadata = {**w.metadata, STOP_OVERDUE: now}
                 self.store.put_workload(w)
                 nodes = sorted({a.node for a in w.placement})
-                why = ("cancelled" if w.state == CANCELLING
+                why = ("cancelled" if w.state == CANCELLING else "reclaimed: idle" if w.state == RECLAIMING
                        else f"preempted by {w.metadata.get('preempted_by') or 'other work'}")
                 self._event(now, "stop_overdue", w,
                             f"told to stop {_words(now - float(w.metadata[STOPPING_SINCE]))} ago ({why}) "

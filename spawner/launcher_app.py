@@ -29,8 +29,8 @@ from .report_batch import ReportBatcher
 from .service_app import ServiceClientApp
 from .service_client import ServiceError
 
-HOLDING = ("admitted", "running", "preempting", "cancelling")
-STOPPING = ("preempting", "cancelling")      # told to stop: stop it, then report "stopped"
+HOLDING = ("admitted", "running", "preempting", "cancelling", "reclaiming")
+STOPPING = ("preempting", "cancelling", "reclaiming")      # told to stop: stop it, then report "stopped"
 REASON_MAX = 2000
 MTIME_TICK = 1.0    # seconds a file's time may lag time.time() (coarse file-system clocks, NFS)
 

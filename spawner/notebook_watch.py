@@ -35,7 +35,7 @@ from . import gpu_usage
 from scheduler.config_checks import ConfigError, StrictConfig, check_number, check_url, launch, recheck
 from .service_client import ServiceClient, ServiceError
 
-LIVE = ("pending", "awaiting_approval", "admitted", "running")
+LIVE = ("pending", "awaiting_approval", "admitted", "running", "reclaiming")
 
 
 def parse_time(s: str | None) -> float | None:
@@ -161,7 +161,7 @@ class NotebookWatch(StrictConfig, Application):
             return
         reason = "its server no longer exists in the hub"
         try:
-            if w["state"] == "running":
+            if w["state"] in ("running", "reclaiming"):
                 await self.service.report(w["id"], "finished", reason=reason)
             else:
                 await self.service.cancel(w["id"])

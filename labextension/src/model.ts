@@ -80,7 +80,7 @@ export interface GpuReport {
 }
 
 export const PENDING_STATES = ['pending', 'awaiting_approval'];
-export const LIVE_STATES = ['awaiting_approval', 'pending', 'admitted', 'running', 'preempting', 'cancelling'];
+export const LIVE_STATES = ['awaiting_approval', 'pending', 'admitted', 'running', 'preempting', 'cancelling', 'reclaiming'];
 
 const STATE_WORDS: { [state: string]: string } = {
   awaiting_approval: "waiting for an admin's approval",
@@ -89,6 +89,7 @@ const STATE_WORDS: { [state: string]: string } = {
   running: 'running',
   preempting: 'being preempted to make room for other work',
   cancelling: 'cancelled: stopping it; its GPUs return once it has stopped',
+  reclaiming: 'idle: its GPUs are being reclaimed; stopping it',
   finished: 'finished',
   failed: 'failed',
   cancelled: 'cancelled',
@@ -317,7 +318,7 @@ export function meanHistory(devices: GpuDevice[]): number[] {
   return out;
 }
 
-/** Which of my workloads can still be cancelled (not one already being cancelled). */
+/** Which of my workloads can still be cancelled (not one already being cancelled or reclaimed). */
 export function cancellable(w: Workload): boolean {
-  return LIVE_STATES.includes(w.state) && w.state !== 'cancelling';
+  return LIVE_STATES.includes(w.state) && w.state !== 'cancelling' && w.state !== 'reclaiming';
 }

@@ -41,8 +41,8 @@ from scheduler.model import HOLDING
 from scheduler.store import tables as T
 from scheduler.store.sql import SqlStore
 
-STATES = ("awaiting_approval", "pending", "admitted", "running", "preempting", "cancelling", "finished", "failed",
-          "cancelled", "preempted", "reclaimed", "rejected")
+STATES = ("awaiting_approval", "pending", "admitted", "running", "preempting", "cancelling", "reclaiming",
+          "finished", "failed", "cancelled", "preempted", "reclaimed", "rejected")
 # (user, queue) of the eight clients: queues each user may use.
 CLIENTS = [("alice", "vision"), ("bob", "vision"), ("carol", "nlp"), ("lin", "vision"),
            ("ada", "nlp"), ("alice", "vision"), ("carol", "nlp"), ("ada", "vision")]

@@ -80,7 +80,7 @@ def test_a_job_ending_on_its_own_while_being_stopped_ends_cancelled():
     w = running(s, gpus=2)
     s.cancel(w.id, now=5)
     s.mark_finished(w.id, now=6, exit_code=0)
-    assert w.state == CANCELLED and "ended on its own while being stopped" in w.reason
+    assert w.state == CANCELLED and w.reason == "cancelled by user; it ended (exit code 0)"
 
 
 def test_cancelling_a_victim_ends_it_instead_of_requeueing_it():

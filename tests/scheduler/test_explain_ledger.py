@@ -4,7 +4,7 @@ import pytest
 from sched_helpers import cluster, job
 
 from scheduler import Conflict
-from scheduler.model import RECLAIMED
+from scheduler.model import RECLAIMED, RECLAIMING
 
 
 def test_pending_work_explains_position_eta_and_reason():
@@ -52,9 +52,16 @@ def test_idle_notebook_is_warned_then_released_with_gpu_hours_recorded():
     assert s.report_idle(nb.id, idle_since=100, now=2100).action == "none"   # warned once
     d = s.report_idle(nb.id, idle_since=100, now=3700)
     assert d.action == "release" and d.gpus == 2 and d.gpu_hours_returned == pytest.approx(2 * 3600 / 3600)
+    # Its GPUs return once its server has stopped (the notebook watch has the hub stop it, and
+    # the spawner reports the end): a kernel may still hold GPU memory until then.
+    assert s.get(nb.id).state == RECLAIMING and s.state.inventory.free["gpu"] == 0
+    with pytest.raises(Conflict):
+        s.report_idle(nb.id, idle_since=100, now=3710)
+    s.mark_finished(nb.id, now=3720, reason="server stopped")
     assert s.get(nb.id).state == RECLAIMED and s.state.inventory.free["gpu"] == 2
+    assert s.get(nb.id).reason == "idle for 60 min (queue limit 60 min); it ended (server stopped)"
     kinds = [e.kind for e in s.events(workload_id=nb.id)]
-    assert kinds == ["submitted", "admitted", "started", "idle_warning", "reclaimed", "gpu_returned"]
+    assert kinds == ["submitted", "admitted", "started", "idle_warning", "reclaiming", "gpu_returned", "reclaimed"]
     returned = s.events(workload_id=nb.id, kinds=("gpu_returned",))[0]
     assert returned.data["gpu_hours_returned"] == pytest.approx(2.0)
     with pytest.raises(Conflict):

@@ -69,6 +69,11 @@ def test_idle_notebook_is_warned_then_reclaimed_and_restarted_without_gpu(tmp_pa
         events = hub.call("GET", f"/audit?workload={w['id']}", hub.tokens["ada"]).json()["events"]
         kinds = [e["kind"] for e in events]
         assert "idle_warning" in kinds and "reclaimed" in kinds, kinds
+        # The GPU went back only once the server had stopped (its kernel may hold GPU memory till
+        # then): "reclaiming" when the policy decided, "reclaimed" when the spawner reported the end.
+        assert kinds.index("reclaiming") < kinds.index("reclaimed"), kinds
+        ended = hub.call("GET", f"/workloads/{w['id']}", hub.tokens["alice"]).json()
+        assert ended["reason"].endswith("it ended (server stopped)"), ended
         [returned] = [e for e in events if e["kind"] == "gpu_returned"]
         assert returned["data"]["gpus"] == 1 and returned["data"]["gpu_hours_returned"] > 0
 

@@ -128,6 +128,7 @@ describe('formatting', () => {
     expect(reasonText(wl({ state: 'cancelling', reason: '' }))).toBe('cancelled: stopping it; its GPUs return once it has stopped');
     expect(cancellable(wl({ state: 'cancelling' }))).toBe(false);
     expect(cancellable(wl({ state: 'preempting' }))).toBe(true);
+    expect(cancellable(wl({ state: 'reclaiming' }))).toBe(false);
   });
 });
 
