@@ -20,7 +20,7 @@ from .config import EngineConfig
 from .fairshare import FairShare
 from .leaving import Leaving
 from .making_room import MakingRoom
-from .model import ADMITTED, PriorityClass, Workload, leaving
+from .model import ADMITTED, STOPPING, PriorityClass, Workload, leaving
 from .resources import CPU, GPU, MEMORY
 from .state import ClusterState
 
@@ -116,7 +116,7 @@ class Engine(MakingRoom):
         # Work being preempted is treated as gone for this cycle; whatever lands on
         # what it still holds is only nominated, and starts once it has stopped.
         self._leaving = Leaving()
-        for v in [v for v in st.holding.values() if leaving(v)]:
+        for v in [v for v in st.holding.values() if v.state in STOPPING and leaving(v)]:
             st.release(v)
             self._leaving.add(v)
         self._nominated: list[Workload] = []
