@@ -1,8 +1,8 @@
 """Deadlines the service applies before each scheduling cycle, for work whose launcher does not
 answer: admitted work nothing reports running gives its GPUs back (``start_deadline``,
-scheduler/start_deadline.py), and preempted work nothing reports stopped stops holding up the
-work that waits for it (``stop_deadline``, scheduler/stop_deadline.py). Mixed into
-``ComputeHubService``."""
+scheduler/start_deadline.py), and work told to stop (preempted, cancelled, reclaimed) that
+nothing reports stopped stops holding up the work that waits for it (``stop_deadline``,
+scheduler/stop_deadline.py). Mixed into ``ComputeHubService``."""
 
 from __future__ import annotations
 
@@ -23,9 +23,10 @@ class Deadlines(HasTraits):
                                 "one to run). Notebooks are left to their spawner's start timeout. "
                                 "0 = hold them for as long as it takes.")
     stop_deadline = Float(900.0, config=True,
-                          help="Seconds preempted work may take to stop (its launcher's grace period "
-                               "and last checkpoint included) before the service stops counting on "
-                               "it: until then the work that preempted it waits for its GPUs; past "
+                          help="Seconds work told to stop (preempted, cancelled while a launcher runs "
+                               "it, or reclaimed for idleness) may take to stop, its launcher's grace "
+                               "period and last checkpoint included, before the service stops counting "
+                               "on it: until then the work that waits for its GPUs waits; past "
                                "it they count as held, not about to be free, so nothing is placed "
                                "on them and the waiting work is placed or makes room elsewhere. "
                                "An event (stop_overdue) and computehub_stop_overdue_workloads say "

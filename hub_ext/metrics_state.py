@@ -198,11 +198,13 @@ class StateCollector:
         ``stop_deadline``, per queue (a series for every queue, 0 where none): its GPUs stay
         held, unused, until one does (scheduler/stop_deadline.py)."""
         count = GaugeMetricFamily("computehub_stop_overdue_workloads",
-                                  "Preempted workloads not reported stopped within the stop deadline: "
-                                  "what they hold stays held until a launcher reports them stopped",
+                                  "Workloads told to stop (preempted, cancelled, reclaimed) and not "
+                                  "reported stopped within the stop deadline: what they hold stays held "
+                                  "until they are",
                                   labels=["queue"])
         gpus = GaugeMetricFamily("computehub_stop_overdue_gpus",
-                                 "GPUs held by preempted work not reported stopped within the stop deadline",
+                                 "GPUs held by work told to stop and not reported stopped within the "
+                                 "stop deadline",
                                  labels=["queue"])
         n = {q: 0 for q in st.tree.specs}
         g = dict(n)

@@ -237,7 +237,7 @@ class Scheduler(DurableMemory, Cancels, StartDeadline, StopDeadline, Submissions
 
     def mark_stopped(self, workload_id: str, now=None) -> Workload:
         """A preempted workload has stopped: its resources return; it requeues or ends. A
-        cancelled one (cancels.py) ends cancelled."""
+        cancelled or reclaimed one (cancels.py) ends so."""
         w = self.get(workload_id)
         if w.state not in STOPPING:
             raise Conflict(f"workload {workload_id} is {w.state}, not being preempted")
