@@ -228,7 +228,8 @@ def test_cancel_deletes_pods_with_grace_and_holds_the_gpu_until_they_are_gone(kc
     r = kc.call("DELETE", f"/workloads/{wid}", kc.tokens["alice"])
     assert r.status_code == 200 and r.json()["state"] == "cancelling", r.text
     waiting = submit(kc, "alice", {"command": ["sleep", "infinity"]}, gpus=4)
-    wait_for("the pod marked for deletion", lambda: (p := one(kc, "pods", wid)) and p["metadata"].get("deletionTimestamp"))
+    wait_for("the pod marked for deletion",
+             lambda: (p := one(kc, "pods", wid)) and p["metadata"].get("deletionTimestamp"))
     time.sleep(3)                     # the launcher looks every second: it waits for the pod
     assert state_is(kc, wid, "cancelling") and one(kc, "pods", wid) is not None
     assert state_is(kc, waiting["id"], "pending"), get(kc, waiting["id"])
