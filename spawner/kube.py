@@ -89,7 +89,10 @@ class QueuedKubeSpawner(QueueingMixin, KubeSpawner):
         http://computehub:10101/services/computehub); '' = computehub_url.""")
     pod_policy_waive = List(Enum(sorted(WAIVABLE)), config=True,
                             help=f"""Pod guard checks an admin switches off, from: {', '.join(sorted(WAIVABLE))}.
-        Empty (default): no pod may run privileged, escalate, mount host paths or share host namespaces.""")
+        Empty (default): no pod may do what Kubernetes' Pod Security Standards "baseline" level forbids
+        (privileged, host namespaces, host paths and ports, added capabilities, unconfined seccomp or
+        AppArmor, SELinux labels, unmasked /proc, unsafe sysctls) or allow privilege escalation. The
+        containers an admin writes into init_containers or extra_containers are not checked.""")
 
     container_start_grace = Float(60.0, config=True, help="""Seconds the admitted notebook pod's container
         may keep failing to start because its image cannot be pulled (ErrImagePull, ImagePullBackOff) or a
@@ -331,7 +334,9 @@ class QueuedKubeSpawner(QueueingMixin, KubeSpawner):
     def check_pod(self, pod: dict) -> None:
         base = {"node_selector": self._baseline_value("node_selector"),
                 "tolerations": self._baseline_value("tolerations"),
-                "service_account": self._baseline_value("service_account")}
+                "service_account": self._baseline_value("service_account"),
+                "init_containers": self._baseline_value("init_containers"),
+                "extra_containers": self._baseline_value("extra_containers")}
         try:
             check_pod(pod, admin_allowed(base, self._resolved_profiles or []), waive=self.pod_policy_waive)
         except OptionsError as e:

@@ -7,9 +7,12 @@ not offered, a free-form value where none is enabled, another team's queue —
 is refused with one line that the spawn form (or the REST API's 400) shows.
 
 ``check_pod`` guards the final pod manifest: whatever overrides were applied,
-a pod may not run privileged, escalate privileges, mount host paths, share the
-host's network/PID/IPC namespaces, or carry node selectors, tolerations or a
-service account that the admin did not configure somewhere.
+a pod may not do what Kubernetes' Pod Security Standards "baseline" level
+forbids (run privileged, share the host's network/PID/IPC namespaces, mount host
+paths, open host ports, add capabilities beyond the default set, run
+unconfined by seccomp or AppArmor, pick SELinux labels, unmask /proc, set unsafe
+sysctls; ``pod_guard.py``), escalate privileges, or carry node selectors,
+tolerations or a service account that the admin did not configure somewhere.
 
 Nothing here imports JupyterHub or Kubernetes: the local spawner can use it too.
 """
@@ -18,11 +21,13 @@ from __future__ import annotations
 
 import re
 
+from .pod_guard import BASELINE_WAIVABLE, baseline_violations, containers_of
+
 # Keys the hub itself may put in user options (the reclaimer restarts a notebook
 # with fewer GPUs: spawner/queueing.py's requested_gpus checks the value).
 HUB_KEYS = frozenset({"computehub_gpus"})
 MAX_FREE_FORM = 256
-WAIVABLE = frozenset({"privileged", "allowPrivilegeEscalation", "hostPath", "hostNetwork", "hostPID", "hostIPC"})
+WAIVABLE = BASELINE_WAIVABLE | {"allowPrivilegeEscalation"}
 
 
 class OptionsError(ValueError):
@@ -142,14 +147,19 @@ def _as_list(v) -> list:
 
 
 def admin_allowed(base: dict, profile_list=()) -> dict:
-    """Node selector pairs, tolerations and service accounts an admin configured anywhere.
+    """Node selector pairs, tolerations, service accounts and containers an admin configured anywhere.
 
-    ``base``: the spawner's own configured ``node_selector``, ``tolerations`` and
-    ``service_account``; plus those of every profile and profile option choice.
+    ``base``: the spawner's own configured ``node_selector``, ``tolerations``,
+    ``service_account``, ``init_containers`` and ``extra_containers`` (their names:
+    an admin's own container, such as z2jh's iptables init container, is the admin's
+    choice); plus those of every profile and profile option choice.
     Free-form (unlisted choice) overrides are not admin values: they are not included.
     """
-    selectors, tolerations, accounts = set(), [], set()
+    selectors, tolerations, accounts, containers = set(), [], set(), set()
     for src in [base, *_overrides(profile_list)]:
+        for key in ("init_containers", "extra_containers"):
+            if not callable(src.get(key)):
+                containers |= {c.get("name") for c in src.get(key) or [] if isinstance(c, dict) and c.get("name")}
         if callable(src.get("node_selector")) or callable(src.get("tolerations")):
             continue
         for k, v in (src.get("node_selector") or {}).items():
@@ -158,7 +168,8 @@ def admin_allowed(base: dict, profile_list=()) -> dict:
         tolerations += [toleration_key(t) for t in _as_list(src.get("tolerations")) if t]
         if isinstance(src.get("service_account"), str) and src["service_account"]:
             accounts.add(src["service_account"])
-    return {"node_selector": selectors, "tolerations": tolerations, "service_accounts": accounts}
+    return {"node_selector": selectors, "tolerations": tolerations, "service_accounts": accounts,
+            "containers": containers}
 
 
 def toleration_key(t: dict) -> tuple:
@@ -176,21 +187,15 @@ def check_pod(pod: dict, allowed: dict, waive=()) -> None:
     """
     waive = set(waive)
     spec = pod.get("spec") or {}
-    for flag in ("hostNetwork", "hostPID", "hostIPC"):
-        if spec.get(flag) and flag not in waive:
-            raise PodPolicyError(f"refused: the pod would use the host's namespaces ({flag}); no admin allowed it")
-    containers = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
-    for c in containers:
-        sc = c.get("securityContext") or {}
-        if sc.get("privileged") and "privileged" not in waive:
-            raise PodPolicyError(f"refused: container {c.get('name')!r} would run privileged; no admin allowed it")
-        if sc.get("allowPrivilegeEscalation") and "allowPrivilegeEscalation" not in waive:
+    refused = baseline_violations(pod, waive, allowed.get("containers", ()))
+    if refused:
+        raise PodPolicyError(f"refused: {refused[0]}; no admin allowed it")
+    for c in containers_of(spec):
+        if c.get("name") in allowed.get("containers", ()):
+            continue
+        if (c.get("securityContext") or {}).get("allowPrivilegeEscalation") and "allowPrivilegeEscalation" not in waive:
             raise PodPolicyError(f"refused: container {c.get('name')!r} would allow privilege escalation; "
                                  "no admin allowed it")
-    for v in spec.get("volumes") or []:
-        if v.get("hostPath") is not None and "hostPath" not in waive:
-            raise PodPolicyError(f"refused: volume {v.get('name')!r} would mount the host path "
-                                 f"{v['hostPath'].get('path')!r}; no admin allowed it")
     bad = sorted(f"{k}={v}" for k, v in (spec.get("nodeSelector") or {}).items()
                  if (k, str(v)) not in allowed["node_selector"])
     if bad:

@@ -102,3 +102,50 @@ def test_affinity_placement_mode_and_priority_class_map(tmp_path, monkeypatch):
     assert pod["spec"]["priorityClassName"] == "notebooks-high"
     assert notebook(pod)["resources"]["limits"]["nvidia.com/gpu"] == "1"
     validate(pod, K8S_VERSION, strict=True)
+
+
+def test_pod_guard_on_the_spawners_own_manifest(tmp_path, monkeypatch):
+    """The pod guard on what QueuedKubeSpawner really builds: z2jh's iptables init container
+    (privileged, NET_ADMIN), which the admin's own init_containers carry, passes; a profile
+    whose container adds SYS_ADMIN is refused with a 400 naming it, unless the admin waived
+    "capabilities". Emulated: the Kubernetes API (kmock; only the client's configuration and
+    serialisation are used) and the admitted workload."""
+    from tornado.web import HTTPError
+    from traitlets.config import Config
+
+    from spawner.kube import QueuedKubeSpawner
+
+    iptables = {"name": "block-cloud-metadata", "image": "quay.io/jupyterhub/k8s-network-tools:4.1.0",
+                "command": ["iptables", "-A", "OUTPUT", "-d", "169.254.169.254", "-j", "DROP"],
+                "securityContext": {"privileged": True, "runAsUser": 0, "capabilities": {"add": ["NET_ADMIN"]}}}
+    tracer = {"display_name": "Tracing", "slug": "trace", "kubespawner_override": {
+        "container_security_context": {"capabilities": {"add": ["SYS_ADMIN"]}, "allowPrivilegeEscalation": False}}}
+
+    with KmockCluster(tmp_path) as cluster:
+        import kubernetes_asyncio.config.kube_config as kc
+        monkeypatch.setattr(kc, "KUBE_CONFIG_DEFAULT_LOCATION",
+                            str(cluster.write_kubeconfig(tmp_path / "kubeconfig", NS)))
+
+        async def manifest(profile, waive=()):
+            c = Config()
+            c.KubeSpawner.profile_list = [*PROFILES, tracer]
+            c.KubeSpawner.init_containers = [iptables]
+            c.QueuedKubeSpawner.pod_policy_waive = list(waive)
+            sp = QueuedKubeSpawner(_mock=True, config=c)
+            sp.workload_id, sp.user_options = "w0000003", {"profile": profile}
+            await sp.load_user_options()
+            sp._admitted_w = {"placement": [{"node": "kube-gpu-1", "gpus": []}], "priority": "interactive",
+                              "queue": "vision"}
+            try:
+                return sp._serialize(await sp.get_pod_manifest())
+            except HTTPError as e:
+                return e.jupyterhub_message
+
+        cpu = asyncio.run(manifest("cpu"))
+        refused = asyncio.run(manifest("trace"))
+        waived = asyncio.run(manifest("trace", ["capabilities"]))
+    assert cpu["spec"]["initContainers"][0]["name"] == "block-cloud-metadata"
+    validate(cpu, K8S_VERSION, strict=True)
+    assert refused == ("refused: container 'notebook' would add the capabilities SYS_ADMIN; "
+                       "no admin allowed it"), refused
+    assert notebook(waived)["securityContext"]["capabilities"] == {"add": ["SYS_ADMIN"]}
