@@ -60,8 +60,12 @@ $(HELM): | $(PY)
 	chmod 755 $(HELM)
 	$(HELM) version --short
 
+# Test files run side by side in TEST_WORKERS processes (pytest-xdist; a file stays in one process,
+# so its module fixtures are shared as written): most of a test's time is spent waiting for hubs,
+# proxies and servers to start, so three processes keep two cores busy. TEST_WORKERS=0 runs one.
+TEST_WORKERS ?= 3
 test: install postgres browser $(HELM)
-	$(PY) -m pytest -q -p no:cacheprovider --durations=15
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=15
 
 demo: install
 	$(VENV)/bin/computehub demo

@@ -81,6 +81,24 @@ def focus_outline(page) -> dict:
     }""")
 
 
+def focus_steadily(locator, hold: float = 1.0, within: float = 15.0) -> None:
+    """Focus ``locator`` and make sure it keeps the focus for ``hold`` seconds: JupyterLab gives
+    the focus to its Launcher when it opens it, which on a loaded machine may come after the
+    page looked ready; then focus it again (up to ``within`` seconds)."""
+    import time
+
+    page, deadline = locator.page, time.monotonic() + within
+    while True:
+        locator.focus()
+        held = time.monotonic() + hold
+        while time.monotonic() < held and locator.evaluate("e => e === document.activeElement"):
+            page.wait_for_timeout(100)
+        if time.monotonic() >= held:
+            return
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"the focus does not stay on {locator}: something else takes it")
+
+
 def focus_visible(page) -> bool:
     """The focused element draws a solid outline of 2px or more, at 3:1 or more against what is
     around it (WCAG 2.4.7, and 1.4.11 for the indicator's contrast)."""

@@ -26,7 +26,7 @@ from playwright import sync_api
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spawner"))
-from a11y import assert_accessible, focus_outline, focus_visible  # noqa: E402
+from a11y import assert_accessible, focus_outline, focus_steadily, focus_visible  # noqa: E402
 from localhub import hub_api, server_procs, wait_for, wait_ready  # noqa: E402
 from test_lab_browser import labhub, open_lab, workload  # noqa: E402,F401 (a fixture)
 
@@ -77,7 +77,7 @@ def test_panel_and_status_item_are_accessible(labhub, browser):
 
         # The status bar item is a button: focusable, named, and Enter opens the panel.
         assert status.get_attribute("role") == "button" and status.get_attribute("tabindex") == "0"
-        status.focus()
+        focus_steadily(status)
         assert focus_visible(page), focus_outline(page)
         page.keyboard.press("Enter")
         row = page.locator(f".jp-ComputeHub-workload[data-workload-id='{first}']")
@@ -107,7 +107,7 @@ def test_panel_and_status_item_are_accessible(labhub, browser):
 
         # Keyboard: focus the first job's Logs button; it keeps the focus across redraws.
         logs = row.locator(".jp-ComputeHub-logs-button")
-        logs.focus()
+        focus_steadily(logs)
         page.wait_for_timeout(5_000)             # two polls, two redraws
         assert page.evaluate(f"""() => document.activeElement.matches(
             ".jp-ComputeHub-workload[data-workload-id='{first}'] .jp-ComputeHub-logs-button")"""), \
@@ -180,13 +180,13 @@ def test_panel_is_accessible_in_the_dark_theme(labhub, browser):
         status = open_lab(page, hub)
         sync_api.expect(page.locator("body")).to_have_attribute("data-jp-theme-light", "false")
         sync_api.expect(status).to_contain_text("Queued #1", timeout=30_000)
-        status.focus()
+        focus_steadily(status)
         assert focus_visible(page), focus_outline(page)
         page.keyboard.press("Enter")
         row = page.locator(f".jp-ComputeHub-workload[data-workload-id='{job}']")
         sync_api.expect(row.locator(".jp-ComputeHub-reason")).to_contain_text(w["explanation"]["reason"])
         assert_accessible(page, "JupyterLab (dark theme) with the ComputeHub panel", exclude=LAB_MARKUP)
-        row.locator(".jp-ComputeHub-logs-button").focus()
+        focus_steadily(row.locator(".jp-ComputeHub-logs-button"))
         assert focus_visible(page), focus_outline(page)
     finally:
         ctx.close()
