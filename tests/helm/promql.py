@@ -1,5 +1,6 @@
 """PromQL read by a real parser (promql-parser on PyPI: the Rust promql-parser crate, whose
-grammar follows Prometheus'); promtool itself cannot be installed here."""
+grammar follows Prometheus'): which series an expression reads. The rules' behaviour is
+checked by promtool itself (test_chart_alerts_promtool.py)."""
 
 from __future__ import annotations
 
