@@ -103,22 +103,8 @@ class Inventory:
                 for name in lists[count]:
                     yield self.nodes[name]
 
-    def add(self, spec: NodeSpec) -> NodeState:
-        n = NodeState(spec)
-        n.managed = self._model(spec) in self._managed
-        self.nodes[spec.name] = n
-        if spec.schedulable:
-            self._totals(n, 1)
-            self._bucket_in(n)
-            if not spec.gpus:
-                self.cpu_only[spec.name] = None
-        return n
-
-    def update_spec(self, spec: NodeSpec, held: list[tuple[tuple[int, ...], int, int]]) -> None:
-        """Replace a node's spec (health, drain, labels) keeping what runs there."""
-        old = self.nodes.get(spec.name)
-        if old is not None:
-            self.remove(spec.name)
+    def add(self, spec: NodeSpec, held: list[tuple[tuple[int, ...], int, int]] = ()) -> NodeState:
+        """A node, with ``held`` (gpus, cpu, memory) of what already runs there taken."""
         n = NodeState(spec)
         n.managed = self._model(spec) in self._managed
         for gpus, cpu, mem in held:
@@ -131,6 +117,13 @@ class Inventory:
             self._bucket_in(n)
             if not spec.gpus:
                 self.cpu_only[spec.name] = None
+        return n
+
+    def update_spec(self, spec: NodeSpec, held: list[tuple[tuple[int, ...], int, int]]) -> None:
+        """Replace a node's spec (health, drain, labels) keeping what runs there."""
+        if spec.name in self.nodes:
+            self.remove(spec.name)
+        self.add(spec, held)
 
     def remove(self, name: str) -> None:
         n = self.nodes.pop(name)
