@@ -42,13 +42,18 @@ def baseline_violations(pod: dict, waive=(), trusted_containers=()) -> list[str]
     names of containers an admin wrote into the configuration (e.g. z2jh's iptables init
     container), whose own settings are the admin's choice and not checked.
     """
-    waive, trusted = set(waive), set(trusted_containers)
+    return [phrase for name, phrase in baseline_findings(pod, trusted_containers) if name not in set(waive)]
+
+
+def baseline_findings(pod: dict, trusted_containers=()) -> list[tuple[str, str]]:
+    """(check name, phrase) of each thing the pod does that the baseline level forbids."""
+    trusted = set(trusted_containers)
     spec = pod.get("spec") or {}
     found = []
 
     def check(name: str, bad: bool, phrase: str):
-        if bad and name not in waive:
-            found.append(phrase)
+        if bad:
+            found.append((name, phrase))
 
     for flag in ("hostNetwork", "hostPID", "hostIPC"):
         check(flag, bool(spec.get(flag)), f"the pod would use the host's namespaces ({flag})")

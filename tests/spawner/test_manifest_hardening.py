@@ -85,3 +85,21 @@ def test_the_service_check_refuses_runtime_names_with_a_message(env):
                                       {"job": {"env": {"PATH": "/bin", "RANK": "3", "CUDA_VISIBLE_DEVICES": "0"}}}])
 def test_the_service_check_leaves_other_shapes_and_names_alone(metadata):
     check_job_env(metadata)      # launcher-set names are dropped there, as documented; shapes it judges
+
+
+@pytest.mark.parametrize("kind", ["training", "inference"])
+def test_a_job_may_do_what_an_admin_let_its_notebook_do_and_no_more(kind):
+    """A notebook profile that adds SYS_PTRACE (for py-spy; the admin waived "capabilities" for
+    notebooks): its jobs copy the notebook's security context and are not refused for it; they
+    still never run privileged or escalate, whatever the notebook had."""
+    t = Template(image="quay.io/jupyter/pytorch-notebook:cuda12-latest", home="/home/jovyan",
+                 pod_security_context={"seccompProfile": {"type": "RuntimeDefault"}},
+                 security_context={"capabilities": {"add": ["SYS_PTRACE"]}, "privileged": True,
+                                   "allowPrivilegeEscalation": True, "runAsUser": 1000})
+    assert t.allowed_checks() == {"capabilities", "privileged"}
+    assert Template(image="x", home="/home/jovyan").allowed_checks() == set()
+    w = workload(1, kind)
+    make = inference_manifests if kind == "inference" else training_manifests
+    (c,) = containers(make(w, job_of(w), t, Settings(namespace="jobs")))
+    assert c["securityContext"] == {"capabilities": {"add": ["SYS_PTRACE"]}, "privileged": False,
+                                    "allowPrivilegeEscalation": False, "runAsUser": 1000}
