@@ -6,8 +6,9 @@ their environments (secrets from the rendered Secret), the config files of the r
 ConfigMap. The hub runs the ConfigMap's hub side with the tokens the NOTES tell z2jh to pass.
 Emulated, as no cluster runs on the test machines: the Kubernetes API (kmock, with a
 test Job controller), the pods' service accounts (a kubeconfig to it), the cluster's DNS name of
-the service (127.0.0.1), and the spawner (notebooks would need KubeSpawner's reflectors; none is
-spawned here).
+the service (127.0.0.1), the spawner (notebooks would need KubeSpawner's reflectors; none is
+spawned here), and the Prometheus Operator's translation of the ServiceMonitor and the
+PrometheusRule for the real Prometheus that scrapes the service (tests/helm/prometheus.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 import os
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -226,3 +228,64 @@ def test_helm_test_checks_the_service_through_the_hubs_auth(deployed, tmp_path):
     refused = container_process(bad, "test", tmp_path / "bad", hosts=hosts)
     assert refused.wait(60) != 0
     assert "computehub: error:" in (tmp_path / "bad" / "test.log").read_text()
+
+
+def test_a_real_prometheus_scrapes_the_service_and_its_alerts_fire_on_what_it_serves(deployed, tmp_path):
+    """Prometheus itself, configured as the Prometheus Operator would from the ServiceMonitor (its
+    path, port and bearer token) and the PrometheusRule (rendered here with every ``for`` at 0s,
+    so that an alert fires on the first evaluation that finds its condition): the scrape is up,
+    every rule evaluates without an error, none of the alerts about the service, its database,
+    its scheduler or its clients fires on this working install, and GPUs left idle while GPU
+    work waits raise ComputeHubGPUsIdleWhileWorkWaits until that work is withdrawn.
+    Emulated: the Operator's translation (tests/helm/prometheus.py)."""
+    from kube_controllers import create
+    from prometheus import Prometheus, scrape_config
+    hub, objs = deployed
+    fors = ("serviceDown", "databaseDown", "schedulingStalled", "cycleErrors", "hubUnreachable",
+            "owedWorkWaiting", "idleWhileWaiting", "stopOverdue", "clientSilent")
+    rules = one(render(tmp_path, "metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true",
+                       *[f"metrics.prometheusRule.for.{f}=0s" for f in fors]), "PrometheusRule")
+    monitor, service = one(objs, "ServiceMonitor"), one(objs, "Service", component="service")
+    token = secret_data(objs)[monitor["spec"]["endpoints"][0]["authorization"]["credentials"]["key"]]
+    scrape = scrape_config(monitor, service, NAMESPACE, token, f"127.0.0.1:{hub.service_port}", tmp_path)
+    prom = Prometheus(tmp_path, scrape, rules["spec"]["groups"], free_port())
+    try:
+        (target,) = wait_for("the scrape", lambda: [t for t in prom.targets() if t["health"] == "up"], 30)
+        assert target["labels"] == {"instance": f"127.0.0.1:{hub.service_port}", "job": "t-computehub",
+                                    "namespace": NAMESPACE}, target
+        evaluated = wait_for("every rule evaluated", lambda: (r := prom.rules()) and all(
+            x.get("lastEvaluation", "").startswith("20") and x["evaluationTime"] > 0 for x in r) and r, 30)
+        assert len(evaluated) == 11 and all(r["health"] == "ok" for r in evaluated), \
+            [(r["name"], r.get("lastError")) for r in evaluated if r["health"] != "ok"]
+        wait_for("a few more evaluations", lambda: time.sleep(3) or True)
+        trouble = {"ComputeHubServiceDown", "ComputeHubDatabaseUnavailable", "ComputeHubSchedulingStalled",
+                   "ComputeHubSchedulingCyclesFailing", "ComputeHubHubUnreachable", "ComputeHubLauncherSilent",
+                   "ComputeHubInventorySilent", "ComputeHubWorkNotStopping"}
+        assert not trouble & set(prom.firing()), prom.firing()
+
+        # Two idle GPUs on a node of their own; alice's second 1-GPU job waits at her queue's limit.
+        hub.cluster.run(create(hub.cluster, "/api/v1/nodes", kube_node("idle-node", 2)))
+        wait_for("the inventory registers the node", lambda: any(
+            n["name"] == "idle-node" for n in hub.call("GET", "/nodes", hub.tokens["ada"]).json()["nodes"]))
+        r = hub.call("PUT", "/queues/capped", hub.tokens["ada"], json={"parent": "org", "groups": ["vision"],
+                                                                       "limit": {"gpu": 1}})
+        assert r.status_code in (200, 201), r.text
+        jobs = []
+        for _ in range(2):
+            r = hub.call("POST", "/workloads", hub.tokens["alice"], json={
+                "kind": "batch", "queue": "capped", "resources": {"gpu": 1},
+                "metadata": {"job": {"command": ["true"]}}})
+            assert r.status_code == 201, r.text
+            jobs.append(r.json()["id"])
+        wait_for("one admitted, one waiting", lambda: sorted(
+            hub.call("GET", f"/workloads/{w}", hub.tokens["alice"]).json()["state"] for w in jobs) in (
+            ["admitted", "pending"], ["pending", "running"]))
+        alert = wait_for("the idle-GPU alert", lambda: prom.firing().get("ComputeHubGPUsIdleWhileWorkWaits"), 30)
+        assert alert["labels"]["severity"] == "warning"
+        assert alert["annotations"]["summary"].endswith("GPUs idle while work waits for GPUs"), alert
+        assert int(alert["annotations"]["summary"].split()[0]) >= 2, alert
+        for w in jobs:
+            assert hub.call("DELETE", f"/workloads/{w}", hub.tokens["alice"]).status_code in (200, 202)
+        wait_for("the alert resolved", lambda: "ComputeHubGPUsIdleWhileWorkWaits" not in prom.firing(), 30)
+    finally:
+        prom.stop()
