@@ -48,9 +48,10 @@ browser:
 	@test -x /usr/bin/chromium || \
 	  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
 
-# The chart's alerting rules are tested by Prometheus' promtool (Debian's prometheus package).
+# The chart's alerting rules are tested by Prometheus' promtool and a real Prometheus server
+# (both from Debian's prometheus package).
 promtool:
-	@command -v promtool >/dev/null || \
+	@(command -v promtool && command -v prometheus) >/dev/null || \
 	  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus)
 
 helm: $(HELM)
