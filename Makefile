@@ -48,11 +48,18 @@ browser:
 	@test -x /usr/bin/chromium || \
 	  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
 
-# The chart's alerting rules are tested by Prometheus' promtool and a real Prometheus server
-# (both from Debian's prometheus package).
-promtool:
-	@(command -v promtool && command -v prometheus) >/dev/null || \
-	  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus)
+# The chart's alerting rules are tested by Prometheus' promtool and a real Prometheus server:
+# both binaries from Debian's prometheus package, unpacked next to the virtualenv (not installed,
+# so no daemon is started).
+PROMETHEUS := $(VENV)/prometheus/usr/bin/prometheus
+promtool: $(PROMETHEUS)
+$(PROMETHEUS): | $(PY)
+	rm -rf $(VENV)/prometheus && mkdir -p $(VENV)/prometheus
+	cd $(VENV)/prometheus && (apt-get download prometheus 2>/dev/null || \
+	  (apt-get update -q && apt-get download prometheus))
+	dpkg -x $(VENV)/prometheus/prometheus_*.deb $(VENV)/prometheus
+	rm -f $(VENV)/prometheus/*.deb
+	$(PROMETHEUS) --version | head -1
 
 helm: $(HELM)
 $(HELM): | $(PY)
@@ -70,7 +77,7 @@ $(HELM): | $(PY)
 # so its module fixtures are shared as written): most of a test's time is spent waiting for hubs,
 # proxies and servers to start, so three processes keep two cores busy. TEST_WORKERS=0 runs one.
 TEST_WORKERS ?= 3
-test: install postgres browser promtool $(HELM)
+test: install postgres browser $(PROMETHEUS) $(HELM)
 	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=15
 
 demo: install

@@ -12,6 +12,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "computehub"
 HELM = ROOT / ".venv" / "helm" / "helm"
+PROMETHEUS_BIN = ROOT / ".venv" / "prometheus" / "usr" / "bin"      # promtool and prometheus (make test)
 NAMESPACE = "jhub"
 
 

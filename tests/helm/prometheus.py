@@ -1,4 +1,4 @@
-"""A real Prometheus server (Debian's prometheus package; ``make test`` installs it) scraping
+"""A real Prometheus server (Debian's prometheus package; ``make test`` unpacks it) scraping
 what a ServiceMonitor names and evaluating a PrometheusRule's groups.
 
 The Prometheus Operator is what turns those two custom resources into Prometheus' own
@@ -8,7 +8,6 @@ release's namespace, the bearer token the Secret's key."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 import requests
 import yaml
+from chart import PROMETHEUS_BIN
 
 
 def scrape_config(monitor: dict, service: dict, namespace: str, token: str, target: str, tmp: Path) -> dict:
@@ -32,9 +32,10 @@ def scrape_config(monitor: dict, service: dict, namespace: str, token: str, targ
 
 class Prometheus:
     def __init__(self, tmp: Path, scrape: dict, groups: list[dict], port: int, every: str = "1s"):
-        binary = shutil.which("prometheus")
-        if binary is None:
-            pytest.fail("prometheus is missing: `make test` installs it (apt-get install prometheus)", pytrace=False)
+        binary = PROMETHEUS_BIN / "prometheus"
+        if not binary.exists():
+            pytest.fail(f"prometheus is missing at {binary}: `make test` unpacks it (Debian's prometheus)",
+                        pytrace=False)
         (tmp / "rules.yaml").write_text(yaml.safe_dump({"groups": groups}))
         (tmp / "prometheus.yaml").write_text(yaml.safe_dump({
             "global": {"scrape_interval": every, "evaluation_interval": every},

@@ -1,5 +1,5 @@
 """The chart's alerting rules run by Prometheus' own rule engine: ``promtool check rules`` and
-``promtool test rules`` (Debian's prometheus package; ``make test`` installs it).
+``promtool test rules`` (from Debian's prometheus package; ``make test`` unpacks it into .venv).
 
 Each alert gets series that a real scrape of the service would give (a healthy service, then one
 thing going wrong) and is checked to fire when its condition has held for its ``for`` and not
@@ -10,12 +10,11 @@ stalled scheduler). Emulated: the scraped series (written here, a sample a minut
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 
 import pytest
 import yaml
-from chart import one, render
+from chart import PROMETHEUS_BIN, one, render
 
 ON = ("metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true")
 SEL = {"namespace": "jhub", "job": "t-computehub"}
@@ -60,10 +59,10 @@ def series(changed: dict | None = None, only: set | None = None) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def promtool():
-    found = shutil.which("promtool")
-    if found is None:
-        pytest.fail("promtool is missing: `make test` installs it (apt-get install prometheus)", pytrace=False)
-    return found
+    found = PROMETHEUS_BIN / "promtool"
+    if not found.exists():
+        pytest.fail(f"promtool is missing at {found}: `make test` unpacks it (Debian's prometheus)", pytrace=False)
+    return str(found)
 
 
 @pytest.fixture(scope="module")
