@@ -262,6 +262,16 @@ def test_a_real_prometheus_scrapes_the_service_and_its_alerts_fire_on_what_it_se
                    "ComputeHubSchedulingCyclesFailing", "ComputeHubHubUnreachable", "ComputeHubLauncherSilent",
                    "ComputeHubInventorySilent", "ComputeHubWorkNotStopping"}
         assert not trouble & set(prom.firing()), prom.firing()
+        # Every dashboard panel's query runs on the live series without an error (vector matching
+        # errors, for one, show only once there are series to match).
+        dashboard = json.loads((CHART / "files" / "dashboard.json").read_text())
+        queries = [(p["title"], t["expr"]) for p in dashboard["panels"] for t in p.get("targets", ())]
+        failed = [(title, r.status_code, r.text[:200]) for title, expr in queries
+                  if (r := requests.get(f"{prom.url}/api/v1/query", params={"query": expr}, timeout=10))
+                  .status_code != 200 or r.json()["status"] != "success"]
+        assert len(queries) >= 15 and not failed, failed
+        database = prom.api("query", query=next(e for t, e in queries if "Database up" in t))["result"]
+        assert [float(x["value"][1]) for x in database] == [1.0], database
 
         # Two idle GPUs on a node of their own; alice's second 1-GPU job waits at her queue's limit.
         hub.cluster.run(create(hub.cluster, "/api/v1/nodes", kube_node("idle-node", 2)))
@@ -283,7 +293,7 @@ def test_a_real_prometheus_scrapes_the_service_and_its_alerts_fire_on_what_it_se
         alert = wait_for("the idle-GPU alert", lambda: prom.firing().get("ComputeHubGPUsIdleWhileWorkWaits"), 30)
         assert alert["labels"]["severity"] == "warning"
         assert alert["annotations"]["summary"].endswith("GPUs idle while work waits for GPUs"), alert
-        assert int(alert["annotations"]["summary"].split()[0]) >= 2, alert
+        assert int(alert["annotations"]["summary"].split()[0]) >= 1, alert      # idle-node keeps one
         for w in jobs:
             assert hub.call("DELETE", f"/workloads/{w}", hub.tokens["alice"]).status_code in (200, 202)
         wait_for("the alert resolved", lambda: "ComputeHubGPUsIdleWhileWorkWaits" not in prom.firing(), 30)
