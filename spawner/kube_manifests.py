@@ -19,8 +19,8 @@ from scheduler.model import run_label
 
 from .kube import LABEL_PREFIX, USER_ANNOTATION, label_value
 from .launch_base import CHECKPOINT_ENV, REPORT_TOKEN_ENV, Job, gpus_of
-from .options import check_pod, toleration_key
-from .pod_guard import baseline_findings
+from .options import PodPolicyError, check_pod, toleration_key
+from .pod_guard import baseline_findings, harden_for_restricted, restricted_violations
 
 SCRIPT_DIR = "/computehub/script"
 JOB_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
@@ -45,6 +45,7 @@ class Settings:
     default_security_context: dict = field(default_factory=lambda: {"runAsUser": 1000, "runAsGroup": 100,
                                                                     "runAsNonRoot": True})
     network_policy: bool = False          # a NetworkPolicy letting the workload's own pods talk to each other
+    pod_security: str = "baseline"        # the Pod Security Standards level job pods meet: baseline | restricted
 
 
 @dataclass
@@ -180,6 +181,13 @@ def _pod_spec(workload: dict, job: Job, t: Template, s: Settings, env: list, res
     allowed = {"node_selector": set(), "tolerations": [toleration_key(x) for x in t.tolerations],
                "service_accounts": set()}         # the notebook's tolerations; nothing else
     check_pod({"spec": spec}, allowed, waive=t.allowed_checks())
+    if s.pod_security == "restricted":
+        harden_for_restricted(spec)
+        refused = restricted_violations({"spec": spec})
+        if refused:
+            raise PodPolicyError(f"refused: {refused[0]}, which the Pod Security Standards' restricted level "
+                                 "forbids (the launcher's pod_security; a job copies its notebook's security "
+                                 "context)")
     return spec
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import os
 
-from traitlets import Bool, Dict, Integer, Unicode, default
+from traitlets import Bool, Dict, Enum, Integer, Unicode, default
 
 from .kube import LABEL_PREFIX, label_value
 from .kube_client import api_client
@@ -71,6 +71,13 @@ class KubeLauncher(KubeLauncherChecks, PodWatch):
         letting its pods reach each other and nothing else. Only with a policy that isolates every job pod
         and lets in what else they need (the chart's, networkPolicy.enabled): alone it cuts them off.""")
 
+    pod_security = Enum(["baseline", "restricted"], "baseline", config=True, help="""The Pod Security Standards
+        level job pods meet. baseline: a job pod may do what its owner's notebook pod may (whose security
+        context it copies), never run privileged or escalate. restricted: also what a namespace enforcing
+        the restricted level admits: the runtime's default seccomp profile, ALL capabilities dropped, not
+        root, filled in where the notebook leaves them unsaid; a job whose notebook runs as root or adds
+        capabilities is refused with the reason (instead of the API server's 403).""")
+
     @default("pod_computehub_url")
     def _pod_computehub_url(self):
         return self.launcher_service_url()
@@ -98,7 +105,8 @@ class KubeLauncher(KubeLauncherChecks, PodWatch):
                         grace_seconds=self.termination_grace_seconds, master_port=self.master_port,
                         inference_port=self.inference_port, computehub_url=self.pod_computehub_url,
                         checkpoint_dir_template=self.checkpoint_dir_template, default_image=self.default_image,
-                        default_home=self.default_home, network_policy=self.network_policy)
+                        default_home=self.default_home, network_policy=self.network_policy,
+                        pod_security=self.pod_security)
 
     async def notebook_pod(self, user: str) -> dict | None:
         api = await self.api()

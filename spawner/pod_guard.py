@@ -12,6 +12,8 @@ Pure functions over the API JSON (camelCase); nothing imports Kubernetes.
 
 from __future__ import annotations
 
+import copy
+
 # The capabilities a container may add at the baseline level (the container runtime's defaults).
 BASELINE_CAPABILITIES = frozenset({
     "AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD", "NET_BIND_SERVICE",
@@ -96,3 +98,53 @@ def _security_context(check, sc: dict, who: str) -> None:
     se = sc.get("seLinuxOptions") or {}
     check("seLinux", se.get("type", "") not in SELINUX_TYPES or bool(se.get("user")) or bool(se.get("role")),
           f"{who} would pick its own SELinux label")
+
+
+# ---- the "restricted" level: what a namespace enforcing it admits (job pods, on request) ----------
+
+RESTRICTED_VOLUMES = frozenset({"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral",
+                                "persistentVolumeClaim", "projected", "secret"})
+
+
+def harden_for_restricted(spec: dict) -> None:
+    """Fill in what the restricted level asks for and the pod leaves unsaid: the runtime's default
+    seccomp profile, no capabilities beyond NET_BIND_SERVICE, no privilege escalation, not root
+    (where no container says otherwise). What a pod states is kept, and judged by
+    ``restricted_violations``."""
+    psc = spec["securityContext"] = copy.deepcopy(spec.get("securityContext") or {})   # (a template's own)
+    psc.setdefault("seccompProfile", {"type": "RuntimeDefault"})
+    if psc.get("runAsUser") != 0:
+        psc.setdefault("runAsNonRoot", True)
+    for c in containers_of(spec):
+        sc = c["securityContext"] = copy.deepcopy(c.get("securityContext") or {})
+        sc.setdefault("allowPrivilegeEscalation", False)
+        sc.setdefault("capabilities", {}).setdefault("drop", ["ALL"])
+
+
+def restricted_violations(pod: dict) -> list[str]:
+    """What the pod does that the restricted level forbids, beyond the baseline's, one phrase each."""
+    spec = pod.get("spec") or {}
+    psc = spec.get("securityContext") or {}
+    found = [phrase for name, phrase in baseline_findings(pod) if name != "capabilities"]   # (stricter below)
+    for v in spec.get("volumes") or []:
+        kinds = sorted(set(v) - {"name"} - RESTRICTED_VOLUMES)
+        if kinds:
+            found.append(f"volume {v.get('name')!r} is of type {kinds[0]}")
+    for c in containers_of(spec):
+        who, sc = f"container {c.get('name')!r}", c.get("securityContext") or {}
+        if sc.get("allowPrivilegeEscalation") is not False:
+            found.append(f"{who} does not forbid privilege escalation")
+        non_root = sc.get("runAsNonRoot", psc.get("runAsNonRoot"))
+        uid = sc.get("runAsUser", psc.get("runAsUser"))
+        if non_root is not True or uid == 0:
+            found.append(f"{who} may run as root (runAsNonRoot is not true, or runAsUser is 0)")
+        seccomp = (sc.get("seccompProfile") or psc.get("seccompProfile") or {}).get("type")
+        if seccomp not in ("RuntimeDefault", "Localhost"):
+            found.append(f"{who} has no seccomp profile (RuntimeDefault or Localhost)")
+        caps = sc.get("capabilities") or {}
+        if "ALL" not in (caps.get("drop") or []):
+            found.append(f"{who} does not drop ALL capabilities")
+        extra = sorted({str(a).upper().removeprefix("CAP_") for a in caps.get("add") or []} - {"NET_BIND_SERVICE"})
+        if extra:
+            found.append(f"{who} adds the capabilities {', '.join(extra)}")
+    return found

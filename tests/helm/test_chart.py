@@ -159,9 +159,24 @@ def test_the_launcher_config_loads_into_the_real_launcher(objs, tmp_path):
     backend = KubeLauncher(parent=app)
     assert backend.namespace == NAMESPACE and backend.termination_grace_seconds == 30
     assert backend.pod_computehub_url == f"http://t-computehub.{NAMESPACE}.svc:10101/services/computehub"
+    assert backend.pod_security == "baseline"
     deploy = one(objs, "Deployment", component="launcher")
     assert pod_spec(deploy)["serviceAccountName"] == "t-computehub-launcher"
     assert one(objs, "RoleBinding")["subjects"][0]["name"] == "t-computehub-launcher"
+
+
+def test_restricted_job_pods_are_one_value(tmp_path):
+    """launcher.podSecurity=restricted reaches the real launcher; anything else is refused."""
+    from spawner.launch_kube import KubeLauncher
+    from spawner.launcher_app import LauncherApp
+    (tmp_path / "l.json").write_text(config_files(render(tmp_path, "launcher.podSecurity=restricted"))
+                                     ["launcher_config.json"])
+    app = LauncherApp(computehub_url="http://x/services/computehub", token="t")
+    app.load_config_file(str(tmp_path / "l.json"))
+    assert KubeLauncher(parent=app).pod_security == "restricted"
+    with pytest.raises(ChartError) as e:
+        render(tmp_path, "launcher.podSecurity=strict")
+    assert "/launcher/podSecurity" in str(e.value) and "baseline" in str(e.value)
 
 
 def test_the_hub_side_configures_jupyterhub_with_the_secrets_tokens(tmp_path, monkeypatch):

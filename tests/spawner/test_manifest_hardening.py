@@ -103,3 +103,54 @@ def test_a_job_may_do_what_an_admin_let_its_notebook_do_and_no_more(kind):
     (c,) = containers(make(w, job_of(w), t, Settings(namespace="jobs")))
     assert c["securityContext"] == {"capabilities": {"add": ["SYS_PTRACE"]}, "privileged": False,
                                     "allowPrivilegeEscalation": False, "runAsUser": 1000}
+
+
+def restricted(t: Template, kind: str = "training") -> list[dict]:
+    w = workload(1, kind)
+    make = inference_manifests if kind == "inference" else training_manifests
+    return make(w, job_of(w), t, Settings(namespace="jobs", pod_security="restricted"))
+
+
+@pytest.mark.parametrize("kind", ["training", "inference"])
+def test_restricted_job_pods_meet_the_restricted_level(kind):
+    """pod_security = "restricted": what a namespace enforcing the restricted level admits, filled
+    in where the notebook (here the kubespawner default's) leaves it unsaid."""
+    from spawner.pod_guard import restricted_violations
+    t = Template(image="quay.io/jupyter/base-notebook:latest", home="/home/jovyan",
+                 security_context={"runAsUser": 1000, "allowPrivilegeEscalation": False})
+    assert restricted_violations({"spec": {"containers": [{"name": "notebook",
+                                                           "securityContext": dict(t.security_context)}]}})
+    (m,) = [m for m in restricted(t, kind) if m["kind"] in ("Job", "Deployment")]
+    spec = m["spec"]["template"]["spec"]
+    assert restricted_violations({"spec": spec}) == []
+    assert spec["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}, "runAsNonRoot": True}
+    assert spec["containers"][0]["securityContext"] == {
+        "runAsUser": 1000, "allowPrivilegeEscalation": False, "privileged": False,
+        "capabilities": {"drop": ["ALL"]}}
+    assert t.pod_security_context == {} and "capabilities" not in t.security_context     # the template untouched
+    # The default level leaves the notebook's context as it is.
+    (c,) = containers(build(workload(1, kind)))
+    assert "capabilities" not in c["securityContext"]
+
+
+@pytest.mark.parametrize("context, message", [
+    ({"runAsUser": 0}, "container 'worker' may run as root"),
+    ({"runAsUser": 1000, "capabilities": {"add": ["SYS_PTRACE"]}}, "container 'worker' adds the capabilities SYS_PTRACE"),
+    ({"runAsUser": 1000, "seccompProfile": {"type": "Unconfined"}}, "would run without a seccomp profile"),
+])
+def test_restricted_refuses_a_job_whose_notebook_it_cannot_copy(context, message):
+    from spawner.options import PodPolicyError
+    t = Template(image="x", home="/home/jovyan", security_context=context)
+    with pytest.raises(PodPolicyError) as e:
+        restricted(t)
+    assert message in str(e.value) and "restricted level" in str(e.value)
+
+
+def test_restricted_volumes():
+    from spawner.pod_guard import restricted_violations
+    pod = {"spec": {"securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "volumes": [{"name": "home", "persistentVolumeClaim": {"claimName": "h"}},
+                                {"name": "data", "nfs": {"server": "nas", "path": "/data"}}],
+                    "containers": [{"name": "c", "securityContext": {
+                        "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}]}}
+    assert restricted_violations(pod) == ["volume 'data' is of type nfs"]
