@@ -81,14 +81,14 @@ def spawner_pod(user: str, image: str) -> dict:
     return asyncio.run(manifest())
 
 
-def job_pod(cluster, tmp_path, user: str, wid: str) -> dict:
-    """The pod spec of the Job the launcher starts for a training job of ``user``."""
+def job_pod(cluster, tmp_path, user: str, wid: str, **settings) -> dict:
+    """The pod spec of the Job the launcher (with ``settings``) starts for a training job of ``user``."""
     w = {"id": wid, "user": user, "queue": "vision", "kind": "training", "priority": "training", "workers": 1,
          "resources": {"gpu": 1}, "placement": [{"node": "kube-gpu-1", "gpus": [0]}],
          "metadata": {"job": {"command": ["python", "train.py"]}}, "admitted_at": 1000.0}
 
     async def start():
-        backend = KubeLauncher(namespace=NS, kubeconfig=cluster.kubeconfig, logs_dir=str(tmp_path))
+        backend = KubeLauncher(namespace=NS, kubeconfig=cluster.kubeconfig, logs_dir=str(tmp_path), **settings)
         try:
             await backend.start(w)
         finally:
@@ -118,6 +118,25 @@ def test_a_job_copies_its_owners_notebook_pod_and_nobody_elses(cluster, tmp_path
     # Users whose names the old label value mapped onto theirs get the default, no one's home.
     for i, user in enumerate(["alice_", "alice.", "alice@corp.com"]):
         assert copied(job_pod(cluster, tmp_path, user, f"w000002{i}")) == (DEFAULT_IMAGE, []), user
+
+
+def test_restricted_jobs_of_a_kubespawner_notebook_meet_the_restricted_level(cluster, tmp_path):
+    """KubeSpawner's own notebook pod (runAsUser 1000, no escalation, nothing else said) copied by
+    a launcher with pod_security = "restricted": the Job's pod meets the restricted level, as a
+    namespace enforcing it would check, and is a valid Job for the pinned Kubernetes."""
+    from kube_profiles import K8S_VERSION
+    from kubernetes_validate.utils import validate
+
+    from spawner.pod_guard import restricted_violations
+    cluster.run(create(cluster, f"/api/v1/namespaces/{NS}/pods", spawner_pod("alice", "registry.example/nb:v1")))
+    spec = job_pod(cluster, tmp_path, "alice", "w0000031", pod_security="restricted")
+    assert restricted_violations({"spec": spec}) == []
+    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert spec["containers"][0]["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    [job] = [j for j in cluster.created("jobs") if j["metadata"]["name"] == "ch-w0000031"]
+    validate(job, K8S_VERSION, strict=True)
+    # The default level copies the notebook as it is, which the restricted level would refuse.
+    assert restricted_violations({"spec": job_pod(cluster, tmp_path, "alice", "w0000032")})
 
 
 def test_a_pod_whose_annotations_do_not_name_the_owner_is_never_copied(cluster, tmp_path):
