@@ -98,6 +98,15 @@ class PodWatch(LauncherBackend):
         lost = (cond.reason or "") == "PodFailurePolicy" and "DisruptionTarget" in (cond.message or "")
         here = {pod["metadata"]["name"] for pod, _ in await self._job_pods(workload, job)}
         gone = [(name, seen) for name, seen in self._workers.get(workload["id"], {}).items() if name not in here]
+        if not gone and not here and (cond.reason or "") != "DeadlineExceeded":
+            # no pod of it left, none ever seen (they came up, or went, between two looks):
+            # judged by the nodes it was placed on, as a pod seen there would be
+            unseen = [(f"(of Job {name_of(workload)})", (f"worker {i}", a.get("node")))
+                      for i, a in enumerate(workload.get("placement") or [])]
+            trouble = await self._vanished(unseen, "", only_nodes=True) if unseen else None
+            if trouble:
+                return await self._trouble_ended(workload, PodTrouble(
+                    f"{trouble.reason} (the Job failed: {cond.reason or 'Failed'})", 1, trouble.cluster))
         if gone and (cond.reason or "") != "DeadlineExceeded":
             trouble = await self._vanished(gone, (cond.message or "") if lost else "")
             return await self._trouble_ended(workload, PodTrouble(
@@ -107,11 +116,13 @@ class PodWatch(LauncherBackend):
                 f"it ran past its deadline (activeDeadlineSeconds): {said}", 124))
         return await self._trouble_ended(workload, PodTrouble(f"the Job failed: {said}", 1, lost))
 
-    async def _vanished(self, gone: list[tuple[str, tuple[str, str]]], disruption: str) -> PodTrouble:
+    async def _vanished(self, gone: list[tuple[str, tuple[str, str]]], disruption: str,
+                        only_nodes: bool = False) -> PodTrouble | None:
         """Why workers' pods vanished (no trace of them left to read): the first whose node is
         deleted, NotReady or drained, as ComputeHub's inventory has it (the launcher's Role may not
         read Nodes), is the cluster's doing (``node_gone``, as the notebook spawner judges its
-        pod); else a pod deleted by hand, unless the Job's podFailurePolicy names a disruption."""
+        pod); else a pod deleted by hand, unless the Job's podFailurePolicy names a disruption
+        (``only_nodes``: else None)."""
         states: dict[str, str | None] = {}
         for name, (who, node) in gone:
             if node and node not in states:
@@ -119,6 +130,8 @@ class PodWatch(LauncherBackend):
             trouble = node_gone(name, who, node, states.get(node)) if node else None
             if trouble:
                 return trouble
+        if only_nodes:
+            return None
         name, (who, _) = gone[0]
         if disruption:
             return PodTrouble(f"{who}: its pod {name} is gone, disrupted: {disruption}", cluster=True)

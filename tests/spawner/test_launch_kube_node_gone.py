@@ -15,7 +15,9 @@ service: tests/spawner/test_launch_kube_failures_hub.py).
 
 from __future__ import annotations
 
+import asyncio
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -150,4 +152,38 @@ def test_a_restarted_launcher_knows_the_pods_of_the_jobs_it_adopted(cluster, tmp
                                            f"its pod {pod} is gone"), ended
         finally:
             await fresh.close()
+    scenario(cluster, tmp_path, body)
+
+
+@pytest.mark.parametrize("nodes,node_lost", [({}, True), ({"kube-gpu-1": FINE}, False)],
+                         ids=["node-removed", "node-healthy"])
+def test_pods_never_seen_are_judged_by_the_node_the_job_was_placed_on(cluster, tmp_path, nodes, node_lost):
+    """A Job whose pods came up and went between two looks of the launcher (ready at once, so it
+    never listed them; then gone with their node): judged by the placement's node as a pod seen
+    there would be. Before, nothing named them and the node's loss failed the job for good."""
+    inventory = Inventory(nodes)
+
+    async def body(d: Driver):
+        d.backend.service_client = lambda: inventory
+        w = workload("wgone0006")
+        d.held[w["id"]] = w
+        await d.look()                                  # it starts the Job, which is ready at once
+        await d.job_status(w["id"], {"active": 1, "ready": 1})
+        deadline = time.monotonic() + 20
+        while not d.pods(w["id"]) and time.monotonic() < deadline:    # (the controller makes it; no look)
+            await asyncio.sleep(0.05)
+        [pod] = [p["metadata"]["name"] for p in d.pods(w["id"])]
+        await d.look(3)                                 # running, all ready: nothing to list
+        await d.request("delete", f"/api/v1/namespaces/{NS}/pods/{pod}")
+        await d.job_status(w["id"], {"failed": 1, "conditions": [BACKOFF]})
+        failed = await d.until("failed", lambda: d.state("failed"))
+        if node_lost:
+            assert failed.get("node_lost") is True, failed
+            assert failed["reason"].startswith(
+                "node lost: worker 0: its node kube-gpu-1 went away (deleted from the cluster); its pod "
+                "(of Job ch-wgone0006) is gone (the Job failed: BackoffLimitExceeded)"), failed
+        else:
+            assert "node_lost" not in failed, failed
+            assert "BackoffLimitExceeded" in failed["reason"], failed
+        assert inventory.asked == [("GET", "nodes/kube-gpu-1")]
     scenario(cluster, tmp_path, body)
