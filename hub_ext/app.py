@@ -158,6 +158,7 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Deadlines,
         store = self.open_store()
         with store.unbounded():     # nothing waits on the loop yet: a large state may take its time
             self.sched = Scheduler(store, self.engine_config, prices=dict(self.prices))
+            self.sched.max_waiting_per_user = self.max_waiting_per_user
             try:
                 store.refresh_statistics()            # a long history is read by index from the start
             except StoreUnavailable as e:             # e.g. a full disk: reads are slower, nothing is wrong

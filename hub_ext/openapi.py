@@ -243,7 +243,9 @@ def document(version: str) -> dict:
                                    _q("order", {"type": "string", "enum": ["oldest", "newest"]},
                                       "oldest (submission order, the default) or newest first: the latest "
                                       "ended work is `state=finished&...&order=newest&limit=N`")], scope=ANY),
-                "post": _op("Submit a workload", _ok("#/components/schemas/Workload", "201", "Accepted"),
+                "post": _op("Submit a workload. 429 too_many_waiting: the user already has as many "
+                            "workloads in line as the service allows one user (max_waiting_per_user)",
+                            {**_ok("#/components/schemas/Workload", "201", "Accepted"), "429": _ERR},
                             body="#/components/schemas/Submit", scope="custom:computehub:submit"),
             },
             "/api/v1/workloads/{workload_id}": {

@@ -10,16 +10,35 @@ import time
 from urllib.parse import quote
 
 from tornado.httpclient import AsyncHTTPClient
+from traitlets import HasTraits, Integer, observe, validate
 
 from scheduler import ValidationError
+from scheduler.config_checks import check_number
 from scheduler.job_env import check_job_env
 from scheduler.model import DEFAULT_CLASS_FOR_KIND
 
 from .base import APIError
 
 
-class SubmissionRules:
+class SubmissionRules(HasTraits):
     """Needs ``sched``, ``allowed_node_selectors`` and ``_groups`` (a cache) of the service."""
+
+    max_waiting_per_user = Integer(10000, config=True,
+                                   help="The most workloads one user may have waiting in line (pending) at "
+                                        "once: a submission beyond it is refused with 429 "
+                                        "too_many_waiting and a sentence saying so, so that one script "
+                                        "submitting in a loop cannot bury the queue (Slurm's "
+                                        "MaxSubmitJobsPerUser). Running work, and work awaiting an admin's "
+                                        "approval, do not count. 0 = no cap.")
+
+    @validate("max_waiting_per_user")
+    def _max_waiting_ok(self, proposal):
+        return int(check_number("ComputeHubService.max_waiting_per_user", proposal.value, low=0, unit="workloads"))
+
+    @observe("max_waiting_per_user")
+    def _pass_max_waiting_on(self, change):
+        if getattr(self, "sched", None) is not None:
+            self.sched.max_waiting_per_user = change.new
 
     async def submission_for(self, caller, body: dict) -> dict:
         """The scheduler spec for a caller's submission, after the service's own rules."""

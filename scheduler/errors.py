@@ -42,6 +42,13 @@ class Conflict(SchedulerError):
     status = 409
 
 
+class TooManyWaiting(SchedulerError):
+    """A user already has as many workloads waiting as one user may (a cap the service sets)."""
+
+    code = "too_many_waiting"
+    status = 429
+
+
 class StoreUnavailable(Exception):
     """The database could not do what was asked: unreachable, restarting, its disk full or
     its file read-only. Not the caller's mistake and not a refusal: try again shortly (the

@@ -6,10 +6,48 @@ queue usage, per-user usage and node inventory never disagree.
 
 from __future__ import annotations
 
+from collections import Counter
+
 from .inventory import Inventory
 from .model import HOLDING, PENDING, QUEUED_AT, NodeSpec, PriorityClass, QueueSpec, Workload, leaving
 from .quota import QueueTree
 from .resources import CPU, MEMORY
+
+
+class PendingWork(dict):
+    """Pending workloads by id, keeping count of each user's (``by_user``) as they come and go:
+    the submission cap (``max_waiting_per_user``) reads it without a pass over the line."""
+
+    def __init__(self):
+        super().__init__()
+        self.by_user: Counter = Counter()
+
+    def __setitem__(self, key: str, w: Workload) -> None:
+        old = dict.get(self, key)
+        if old is not None:
+            self.by_user[old.user] -= 1
+        dict.__setitem__(self, key, w)
+        self.by_user[w.user] += 1
+
+    def pop(self, key: str, *default):
+        w = dict.pop(self, key, _MISSING)
+        if w is _MISSING:
+            if default:
+                return default[0]
+            raise KeyError(key)
+        self.by_user[w.user] -= 1
+        return w
+
+    def __delitem__(self, key: str) -> None:
+        self.pop(key)
+
+    def _refuse(self, *a, **k):
+        raise TypeError("PendingWork changes one entry at a time ([key] = w, pop): counts are kept")
+
+    update = setdefault = popitem = clear = _refuse
+
+
+_MISSING = object()
 
 
 class ClusterState:
@@ -20,7 +58,7 @@ class ClusterState:
         self.inventory = Inventory(list(nodes))
         self.inventory.managed_models = self.tree.managed_models()
         self.workloads: dict[str, Workload] = {}
-        self.pending: dict[str, Workload] = {}
+        self.pending = PendingWork()
         self.holding: dict[str, Workload] = {}
 
     # --- workloads -----------------------------------------------------------

@@ -20,10 +20,11 @@ must keep one batch in flight at a time and apply it before preparing the next.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from . import validation
-from .errors import Conflict, SchedulerError
+from .errors import Conflict, SchedulerError, TooManyWaiting
 from .model import AWAITING_APPROVAL, PENDING, REJECTED, Event, Workload
 from .resources import fmt_amount, label, render
 
@@ -49,6 +50,11 @@ class SubmissionBatch:
 class SubmissionsMixin:
     """The part of ``Scheduler`` that accepts work (see the module docstring)."""
 
+    # The most workloads one user may have waiting in line (pending, or accepted and not yet
+    # applied); more are refused (429). 0: no cap. The service sets it
+    # (ComputeHubService.max_waiting_per_user).
+    max_waiting_per_user = 0
+
     def submit(self, spec: dict, now=None) -> Workload:
         """Validate and accept a workload. Once this returns it is durable."""
         out = self.submit_many([spec], now)[0]
@@ -73,23 +79,43 @@ class SubmissionsMixin:
         self.ensure_current()
         batch = SubmissionBatch(now=self._now(now))
         seq = self.next_seq
+        waiting = None
         for spec in specs:
             try:
                 fields = validation.workload_fields(spec, self.state)
+                w = Workload(id=f"w{seq:07d}", seq=seq, submitted_at=batch.now, **fields)
+                over = self._needs_approval(w)
+                if over:
+                    w.state, w.reason = AWAITING_APPROVAL, over
+                elif self.max_waiting_per_user:
+                    waiting = self._waiting_by_user() if waiting is None else waiting
+                    self._check_waiting(w.user, waiting)
             except SchedulerError as e:
                 batch.results.append(e)
                 continue
-            w = Workload(id=f"w{seq:07d}", seq=seq, submitted_at=batch.now, **fields)
             seq += 1
-            over = self._needs_approval(w)
-            if over:
-                w.state, w.reason = AWAITING_APPROVAL, over
             batch.accepted.append(w)
             batch.results.append(w)
         batch.next_seq = seq
         self.next_seq = seq          # reserved: a failed write leaves a gap, never a reused id
         self._unapplied.update((w.id, w) for w in batch.accepted)
         return batch
+
+    def _waiting_by_user(self) -> Counter:
+        """How many workloads each user has waiting in line: pending, or accepted and not yet
+        applied (a batch being written). (Work awaiting an admin's approval is not in line.)"""
+        waiting = Counter(self.state.pending.by_user)
+        waiting.update(w.user for w in self._unapplied.values()
+                       if w.state == PENDING and w.id not in self.state.workloads)
+        return waiting
+
+    def _check_waiting(self, user: str, waiting: Counter) -> None:
+        if waiting[user] >= self.max_waiting_per_user:
+            raise TooManyWaiting(
+                f"{user} already has {waiting[user]} workloads waiting in line (pending), the "
+                f"most one user may have here (the service's max_waiting_per_user): cancel some, or submit "
+                "more once some have started")
+        waiting[user] += 1
 
     def write_submissions(self, batch: SubmissionBatch) -> None:
         """Durable, or the exception propagates and nothing was written. Memory is not

@@ -78,3 +78,32 @@ def test_a_batch_being_written_keeps_its_queue_and_class(sched):
     sched.drop_submissions(batch)                       # its write failed: nothing holds them now
     sched.delete_queue("b", now=2)
     sched.delete_class("rare", now=2)
+
+
+def test_a_user_may_have_only_so_many_workloads_in_line(sched):
+    """max_waiting_per_user: counted over what is pending and what a batch in flight adds (in
+    the same batch too); running work and work awaiting approval do not count; another user is
+    not held back; the count follows work that starts, is cancelled or is requeued."""
+    from scheduler.errors import TooManyWaiting
+    sched.max_waiting_per_user = 3
+    running = sched.submit_many([spec(4), spec(4)], now=1)     # run: they take the whole node
+    assert sched.cycle(now=2) and {sched.get(w.id).state for w in running} == {ADMITTED}
+    waiting = sched.submit_many([spec(), spec(), spec(6), spec()], now=3)    # the third awaits approval
+    assert [getattr(w, "state", None) for w in waiting[:3]] == [PENDING, PENDING, AWAITING_APPROVAL]
+    assert waiting[3].state == PENDING
+    in_flight = sched.prepare_submissions([spec(), spec(user="bo")], now=4)
+    refused, bo = in_flight.results
+    assert isinstance(refused, TooManyWaiting) and refused.status == 429 and refused.code == "too_many_waiting"
+    assert str(refused) == ("ada already has 3 workloads waiting in line (pending), the most one user may have "
+                            "here (the service's max_waiting_per_user): cancel some, or submit more once "
+                            "some have started")
+    assert bo.state == PENDING
+    sched.write_submissions(in_flight)
+    sched.apply_submissions(in_flight)
+    sched.cancel(waiting[0].id, now=5)
+    assert sched.submit(spec(), now=6).state == PENDING         # room again after a cancel
+    with pytest.raises(TooManyWaiting):
+        sched.submit(spec(), now=7)
+    sched.max_waiting_per_user = 0
+    assert sched.submit(spec(), now=8).state == PENDING          # 0: no cap
+    assert sched.state.pending.by_user == {"ada": 4, "bo": 1}
