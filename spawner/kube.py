@@ -32,7 +32,9 @@ from scheduler.config_checks import check_number
 
 from .inventory import model_key
 from .kube_failures import disrupted, inventory_state, node_gone, node_state, pod_trouble
-from .options import OptionsError, WAIVABLE, admin_allowed, check_pod, validate_user_options
+from .kube_hardening import harden_notebook_pod
+from .options import OptionsError, PodPolicyError, WAIVABLE, admin_allowed, check_pod, validate_user_options
+from .pod_guard import restricted_violations
 from .queueing import QueueingMixin, ServerFailed
 from .service_client import ServiceClient, ServiceError
 
@@ -93,6 +95,13 @@ class QueuedKubeSpawner(QueueingMixin, KubeSpawner):
         (privileged, host namespaces, host paths and ports, added capabilities, unconfined seccomp or
         AppArmor, SELinux labels, unmasked /proc, unsafe sysctls) or allow privilege escalation. The
         containers an admin writes into init_containers or extra_containers are not checked.""")
+
+    pod_security = Enum(["baseline", "restricted"], "baseline", config=True,
+                        help="""The Pod Security Standards level notebook pods meet (pod_policy_waive
+        relaxes baseline). restricted, for a namespace enforcing it: the runtime's default seccomp profile,
+        ALL capabilities dropped, no privilege escalation, not root, filled in where the configuration
+        leaves them unsaid; a pod that still falls short (a root or privileged container, an added
+        capability, a hostPath) is refused with the reason, admin containers included.""")
 
     container_start_grace = Float(60.0, config=True, help="""Seconds the admitted notebook pod's container
         may keep failing to start because its image cannot be pulled (ErrImagePull, ImagePullBackOff) or a
@@ -325,6 +334,8 @@ class QueuedKubeSpawner(QueueingMixin, KubeSpawner):
         pod.metadata.labels = {k: v for k, v in labels.items() if v != ""}
         # the exact name, which the launcher checks before copying this pod into the user's jobs
         pod.metadata.annotations = {**(pod.metadata.annotations or {}), USER_ANNOTATION: self.user.name}
+        if self.pod_security == "restricted":
+            harden_notebook_pod(pod, self._serialize)
         self.check_pod(self._serialize(pod))
         return pod
 
@@ -339,6 +350,10 @@ class QueuedKubeSpawner(QueueingMixin, KubeSpawner):
                 "extra_containers": self._baseline_value("extra_containers")}
         try:
             check_pod(pod, admin_allowed(base, self._resolved_profiles or []), waive=self.pod_policy_waive)
+            refused = restricted_violations(pod) if self.pod_security == "restricted" else []
+            if refused:
+                raise PodPolicyError(f"refused: {refused[0]}, which the Pod Security Standards' restricted "
+                                     "level forbids (QueuedKubeSpawner.pod_security)")
         except OptionsError as e:
             raise _http400(e) from None
 

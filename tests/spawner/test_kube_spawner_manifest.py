@@ -149,3 +149,50 @@ def test_pod_guard_on_the_spawners_own_manifest(tmp_path, monkeypatch):
     assert refused == ("refused: container 'notebook' would add the capabilities SYS_ADMIN; "
                        "no admin allowed it"), refused
     assert notebook(waived)["securityContext"]["capabilities"] == {"add": ["SYS_ADMIN"]}
+
+
+def test_restricted_notebook_pods(tmp_path, monkeypatch):
+    """pod_security = "restricted": KubeSpawner's default notebook pod is brought to the restricted
+    level (what a namespace enforcing it admits) and validates; a configuration that still falls
+    short is refused with the reason, an admin's own privileged init container included.
+    Emulated: the Kubernetes API (kmock; only the client's configuration and serialisation are
+    used) and the admitted workload."""
+    from tornado.web import HTTPError
+    from traitlets.config import Config
+
+    from spawner.kube import QueuedKubeSpawner
+    from spawner.pod_guard import restricted_violations
+
+    async def manifest(**traits):
+        c = Config()
+        c.KubeSpawner.profile_list = PROFILES
+        c.QueuedKubeSpawner.pod_security = "restricted"
+        for k, v in traits.items():
+            setattr(c.KubeSpawner, k, v)
+        sp = QueuedKubeSpawner(_mock=True, config=c)
+        sp.workload_id, sp.user_options = "w0000004", {"profile": "cpu"}
+        await sp.load_user_options()
+        sp._admitted_w = {"placement": [{"node": "kube-gpu-1", "gpus": []}], "priority": "interactive",
+                          "queue": "vision"}
+        try:
+            return sp._serialize(await sp.get_pod_manifest())
+        except HTTPError as e:
+            return e.jupyterhub_message
+
+    with KmockCluster(tmp_path) as cluster:
+        import kubernetes_asyncio.config.kube_config as kc
+        monkeypatch.setattr(kc, "KUBE_CONFIG_DEFAULT_LOCATION",
+                            str(cluster.write_kubeconfig(tmp_path / "kubeconfig", NS)))
+        pod = asyncio.run(manifest())
+        root = asyncio.run(manifest(uid=0))
+        iptables = asyncio.run(manifest(init_containers=[{
+            "name": "block-cloud-metadata", "image": "quay.io/jupyterhub/k8s-network-tools:4.1.0",
+            "command": ["iptables", "-A", "OUTPUT", "-d", "169.254.169.254", "-j", "DROP"],
+            "securityContext": {"privileged": True, "runAsUser": 0, "capabilities": {"add": ["NET_ADMIN"]}}}]))
+    assert restricted_violations(pod) == [], restricted_violations(pod)
+    assert pod["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert notebook(pod)["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    validate(pod, K8S_VERSION, strict=True)
+    assert root.startswith("refused: container 'notebook' may run as root"), root
+    assert "restricted level forbids (QueuedKubeSpawner.pod_security)" in root
+    assert iptables.startswith("refused: ") and "'block-cloud-metadata'" in iptables, iptables
