@@ -100,7 +100,7 @@ def _security_context(check, sc: dict, who: str) -> None:
           f"{who} would pick its own SELinux label")
 
 
-# ---- the "restricted" level: what a namespace enforcing it admits (job pods, on request) ----------
+# ---- the "restricted" level: what a namespace enforcing it admits (job and notebook pods, on request) -
 
 RESTRICTED_VOLUMES = frozenset({"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral",
                                 "persistentVolumeClaim", "projected", "secret"})
