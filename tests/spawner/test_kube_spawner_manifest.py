@@ -10,6 +10,7 @@ import asyncio
 import sys
 from pathlib import Path
 
+import pytest
 from kubernetes_validate.utils import validate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -104,73 +105,37 @@ def test_affinity_placement_mode_and_priority_class_map(tmp_path, monkeypatch):
     validate(pod, K8S_VERSION, strict=True)
 
 
-def test_pod_guard_on_the_spawners_own_manifest(tmp_path, monkeypatch):
-    """The pod guard on what QueuedKubeSpawner really builds: z2jh's iptables init container
-    (privileged, NET_ADMIN), which the admin's own init_containers carry, passes; a profile
-    whose container adds SYS_ADMIN is refused with a 400 naming it, unless the admin waived
-    "capabilities". Emulated: the Kubernetes API (kmock; only the client's configuration and
-    serialisation are used) and the admitted workload."""
-    from tornado.web import HTTPError
-    from traitlets.config import Config
+IPTABLES = {"name": "block-cloud-metadata", "image": "quay.io/jupyterhub/k8s-network-tools:4.1.0",
+            "command": ["iptables", "-A", "OUTPUT", "-d", "169.254.169.254", "-j", "DROP"],
+            "securityContext": {"privileged": True, "runAsUser": 0, "capabilities": {"add": ["NET_ADMIN"]}}}
 
-    from spawner.kube import QueuedKubeSpawner
 
-    iptables = {"name": "block-cloud-metadata", "image": "quay.io/jupyterhub/k8s-network-tools:4.1.0",
-                "command": ["iptables", "-A", "OUTPUT", "-d", "169.254.169.254", "-j", "DROP"],
-                "securityContext": {"privileged": True, "runAsUser": 0, "capabilities": {"add": ["NET_ADMIN"]}}}
-    tracer = {"display_name": "Tracing", "slug": "trace", "kubespawner_override": {
-        "container_security_context": {"capabilities": {"add": ["SYS_ADMIN"]}, "allowPrivilegeEscalation": False}}}
-
+@pytest.fixture
+def kube_api(tmp_path, monkeypatch):
+    """The emulated Kubernetes API, as the spawner's client reads it (only its configuration and
+    serialisation are used)."""
     with KmockCluster(tmp_path) as cluster:
         import kubernetes_asyncio.config.kube_config as kc
         monkeypatch.setattr(kc, "KUBE_CONFIG_DEFAULT_LOCATION",
                             str(cluster.write_kubeconfig(tmp_path / "kubeconfig", NS)))
-
-        async def manifest(profile, waive=()):
-            c = Config()
-            c.KubeSpawner.profile_list = [*PROFILES, tracer]
-            c.KubeSpawner.init_containers = [iptables]
-            c.QueuedKubeSpawner.pod_policy_waive = list(waive)
-            sp = QueuedKubeSpawner(_mock=True, config=c)
-            sp.workload_id, sp.user_options = "w0000003", {"profile": profile}
-            await sp.load_user_options()
-            sp._admitted_w = {"placement": [{"node": "kube-gpu-1", "gpus": []}], "priority": "interactive",
-                              "queue": "vision"}
-            try:
-                return sp._serialize(await sp.get_pod_manifest())
-            except HTTPError as e:
-                return e.jupyterhub_message
-
-        cpu = asyncio.run(manifest("cpu"))
-        refused = asyncio.run(manifest("trace"))
-        waived = asyncio.run(manifest("trace", ["capabilities"]))
-    assert cpu["spec"]["initContainers"][0]["name"] == "block-cloud-metadata"
-    validate(cpu, K8S_VERSION, strict=True)
-    assert refused == ("refused: container 'notebook' would add the capabilities SYS_ADMIN; "
-                       "no admin allowed it"), refused
-    assert notebook(waived)["securityContext"]["capabilities"] == {"add": ["SYS_ADMIN"]}
+        yield cluster
 
 
-def test_restricted_notebook_pods(tmp_path, monkeypatch):
-    """pod_security = "restricted": KubeSpawner's default notebook pod is brought to the restricted
-    level (what a namespace enforcing it admits) and validates; a configuration that still falls
-    short is refused with the reason, an admin's own privileged init container included.
-    Emulated: the Kubernetes API (kmock; only the client's configuration and serialisation are
-    used) and the admitted workload."""
+def guarded_manifest(profile: str, profiles=PROFILES, **traits) -> dict | str:
+    """QueuedKubeSpawner's pod for ``profile`` with these QueuedKubeSpawner traits, admitted onto
+    kube-gpu-1; or the refusal a user would see (the 400's message)."""
     from tornado.web import HTTPError
     from traitlets.config import Config
 
     from spawner.kube import QueuedKubeSpawner
-    from spawner.pod_guard import restricted_violations
 
-    async def manifest(**traits):
+    async def manifest():
         c = Config()
-        c.KubeSpawner.profile_list = PROFILES
-        c.QueuedKubeSpawner.pod_security = "restricted"
+        c.KubeSpawner.profile_list = list(profiles)
         for k, v in traits.items():
-            setattr(c.KubeSpawner, k, v)
+            setattr(c.QueuedKubeSpawner, k, v)
         sp = QueuedKubeSpawner(_mock=True, config=c)
-        sp.workload_id, sp.user_options = "w0000004", {"profile": "cpu"}
+        sp.workload_id, sp.user_options = "w0000003", {"profile": profile}
         await sp.load_user_options()
         sp._admitted_w = {"placement": [{"node": "kube-gpu-1", "gpus": []}], "priority": "interactive",
                           "queue": "vision"}
@@ -178,17 +143,36 @@ def test_restricted_notebook_pods(tmp_path, monkeypatch):
             return sp._serialize(await sp.get_pod_manifest())
         except HTTPError as e:
             return e.jupyterhub_message
+    return asyncio.run(manifest())
 
-    with KmockCluster(tmp_path) as cluster:
-        import kubernetes_asyncio.config.kube_config as kc
-        monkeypatch.setattr(kc, "KUBE_CONFIG_DEFAULT_LOCATION",
-                            str(cluster.write_kubeconfig(tmp_path / "kubeconfig", NS)))
-        pod = asyncio.run(manifest())
-        root = asyncio.run(manifest(uid=0))
-        iptables = asyncio.run(manifest(init_containers=[{
-            "name": "block-cloud-metadata", "image": "quay.io/jupyterhub/k8s-network-tools:4.1.0",
-            "command": ["iptables", "-A", "OUTPUT", "-d", "169.254.169.254", "-j", "DROP"],
-            "securityContext": {"privileged": True, "runAsUser": 0, "capabilities": {"add": ["NET_ADMIN"]}}}]))
+
+def test_pod_guard_on_the_spawners_own_manifest(kube_api):
+    """The pod guard on what QueuedKubeSpawner really builds: z2jh's iptables init container
+    (privileged, NET_ADMIN), which the admin's own init_containers carry, passes; a profile
+    whose container adds SYS_ADMIN is refused with a 400 naming it, unless the admin waived
+    "capabilities". Emulated: the Kubernetes API (kmock) and the admitted workload."""
+    tracer = {"display_name": "Tracing", "slug": "trace", "kubespawner_override": {
+        "container_security_context": {"capabilities": {"add": ["SYS_ADMIN"]}, "allowPrivilegeEscalation": False}}}
+    profiles = [*PROFILES, tracer]
+    cpu = guarded_manifest("cpu", profiles, init_containers=[IPTABLES])
+    refused = guarded_manifest("trace", profiles, init_containers=[IPTABLES])
+    waived = guarded_manifest("trace", profiles, init_containers=[IPTABLES], pod_policy_waive=["capabilities"])
+    assert cpu["spec"]["initContainers"][0]["name"] == "block-cloud-metadata"
+    validate(cpu, K8S_VERSION, strict=True)
+    assert refused == ("refused: container 'notebook' would add the capabilities SYS_ADMIN; "
+                       "no admin allowed it"), refused
+    assert notebook(waived)["securityContext"]["capabilities"] == {"add": ["SYS_ADMIN"]}
+
+
+def test_restricted_notebook_pods(kube_api):
+    """pod_security = "restricted": KubeSpawner's default notebook pod is brought to the restricted
+    level (what a namespace enforcing it admits) and validates; a configuration that still falls
+    short is refused with the reason, an admin's own privileged init container included.
+    Emulated: the Kubernetes API (kmock) and the admitted workload."""
+    from spawner.pod_guard import restricted_violations
+    pod = guarded_manifest("cpu", pod_security="restricted")
+    root = guarded_manifest("cpu", pod_security="restricted", uid=0)
+    iptables = guarded_manifest("cpu", pod_security="restricted", init_containers=[IPTABLES])
     assert restricted_violations(pod) == [], restricted_violations(pod)
     assert pod["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     assert notebook(pod)["securityContext"]["capabilities"] == {"drop": ["ALL"]}
@@ -196,3 +180,5 @@ def test_restricted_notebook_pods(tmp_path, monkeypatch):
     assert root.startswith("refused: container 'notebook' may run as root"), root
     assert "restricted level forbids (QueuedKubeSpawner.pod_security)" in root
     assert iptables.startswith("refused: ") and "'block-cloud-metadata'" in iptables, iptables
+    assert IPTABLES["securityContext"] == {"privileged": True, "runAsUser": 0,          # the config untouched
+                                           "capabilities": {"add": ["NET_ADMIN"]}}
