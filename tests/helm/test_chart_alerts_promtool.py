@@ -208,7 +208,8 @@ def test_the_work_and_the_clients(promtool, chart_rules, tmp_path):
         {"interval": "1m", "input_series": series({
             ("computehub_client_last_request_timestamp_seconds", (("client", "computehub-inventory"),)): None}),
          "alert_rule_test": [check("ComputeHubInventorySilent", rules, "9m"),
-                             check("ComputeHubInventorySilent", rules, "11m", {**SEL, "client": "computehub-inventory"}),
+                             check("ComputeHubInventorySilent", rules, "11m",
+                                   {**SEL, "client": "computehub-inventory"}),
                              check("ComputeHubLauncherSilent", rules, "11m")]},
     ]
     run_tests(promtool, rules_file, tmp_path, tests)

@@ -135,7 +135,8 @@ def test_restricted_job_pods_meet_the_restricted_level(kind):
 
 @pytest.mark.parametrize("context, message", [
     ({"runAsUser": 0}, "container 'worker' may run as root"),
-    ({"runAsUser": 1000, "capabilities": {"add": ["SYS_PTRACE"]}}, "container 'worker' adds the capabilities SYS_PTRACE"),
+    ({"runAsUser": 1000, "capabilities": {"add": ["SYS_PTRACE"]}},
+     "container 'worker' adds the capabilities SYS_PTRACE"),
     ({"runAsUser": 1000, "seccompProfile": {"type": "Unconfined"}}, "would run without a seccomp profile"),
 ])
 def test_restricted_refuses_a_job_whose_notebook_it_cannot_copy(context, message):
