@@ -159,6 +159,7 @@ class LauncherApp(LauncherAppChecks, ServiceClientApp):
     # --- one look at everything -----------------------------------------------------------------
 
     async def reconcile(self) -> None:
+        seen_at = time.time()
         live = await self.holding()
         for wid, w in live.items():
             t = self.tracked.get(wid)
@@ -175,7 +176,8 @@ class LauncherApp(LauncherAppChecks, ServiceClientApp):
             if t.busy:
                 continue
             if w["state"] == "admitted":            # started, but "running" did not reach the service
-                await self.report(wid, "running")
+                if t.started < seen_at:             # (else it started after this view was taken: reported)
+                    await self.report(wid, "running")
                 continue
             if w["state"] in STOPPING:
                 t.busy = True
