@@ -162,11 +162,14 @@ class LogsApp(ClientCommand):
         ch = self.client()
         path = f"workloads/{quote(wid, safe='')}/logs"
         show = (lambda line: line) if self.raw else printable
-        lines = [show(line) for line in self._lines(ch, path, self.tail)]
+        # Following, what is shown first and what counts as seen come from one read: a line
+        # written between two reads was counted as seen and never shown.
+        everything = self._lines(ch, path, 100_000 if self.follow else self.tail)
+        lines = [show(line) for line in everything[-self.tail:]]
         print("\n".join(lines)) if lines else print(f"{wid}: no output yet", file=sys.stderr)
         if not self.follow:
             return None
-        seen = len(self._lines(ch, path, 100_000))
+        seen = len(everything)
         while True:
             state = ch.get(wid)["state"]
             everything = self._lines(ch, path, 100_000)

@@ -86,10 +86,8 @@ def served(tmp_path_factory) -> dict[str, tuple[Path, subprocess.CompletedProces
     """Every case of CASES run as its own ``computehub serve``, as many at once as there are
     cores (each run is mostly the interpreter starting and importing): {config: (its folder,
     how it ended)}."""
-    def one(config):
-        folder = tmp_path_factory.mktemp("case")
-        return folder, serve(folder, config + "\n")
-    return at_once(one, [c for c, _ in CASES])
+    folders = {c: tmp_path_factory.mktemp("case") for c, _ in CASES}       # here: mktemp is not thread-safe
+    return at_once(lambda config: (folders[config], serve(folders[config], config + "\n")), list(folders))
 
 
 @pytest.mark.parametrize("config,says", CASES, ids=[c[0][:60] for c in CASES])

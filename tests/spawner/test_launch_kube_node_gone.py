@@ -168,8 +168,10 @@ def test_pods_never_seen_are_judged_by_the_node_the_job_was_placed_on(cluster, t
         w = workload("wgone0006")
         d.held[w["id"]] = w
         await d.look()                                  # it starts the Job, which is ready at once
-        await d.job_status(w["id"], {"active": 1, "ready": 1})
         deadline = time.monotonic() + 20
+        while not d.objects("jobs", w["id"]) and time.monotonic() < deadline:     # (the start runs on; no look)
+            await asyncio.sleep(0.05)
+        await d.job_status(w["id"], {"active": 1, "ready": 1})
         while not d.pods(w["id"]) and time.monotonic() < deadline:    # (the controller makes it; no look)
             await asyncio.sleep(0.05)
         [pod] = [p["metadata"]["name"] for p in d.pods(w["id"])]

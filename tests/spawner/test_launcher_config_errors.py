@@ -75,8 +75,8 @@ LAUNCHER = [
 @pytest.fixture(scope="module")
 def launched(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
     """Every case of LAUNCHER run as its own launcher, side by side: {config: how it ended}."""
-    return at_once(lambda config: run(tmp_path_factory.mktemp("case"), "spawner.launcher_app", config),
-                   [c for c, _ in LAUNCHER])
+    folders = {c: tmp_path_factory.mktemp("case") for c, _ in LAUNCHER}    # here: mktemp is not thread-safe
+    return at_once(lambda config: run(folders[config], "spawner.launcher_app", config), list(folders))
 
 
 @pytest.mark.parametrize("config,says", LAUNCHER, ids=[c[0][-60:] for c in LAUNCHER])
