@@ -99,6 +99,22 @@ def focus_steadily(locator, hold: float = 1.0, within: float = 15.0) -> None:
             raise AssertionError(f"the focus does not stay on {locator}: something else takes it")
 
 
+def focus_visibly(locator) -> dict:
+    """Focus ``locator`` (``focus_steadily``) and say how its focus shows (``focus_outline``),
+    focusing it again when something else took the focus before it was measured."""
+    for _ in range(5):
+        focus_steadily(locator, hold=2.0)
+        shown = focus_outline(locator.page)
+        if locator.evaluate("e => e === document.activeElement"):
+            return shown
+    raise AssertionError(f"the focus does not stay on {locator}: something else takes it")
+
+
+def shows_focus(f: dict) -> bool:
+    """``focus_outline``'s answer is a solid outline of 2px or more at 3:1 or more (WCAG 2.4.7, 1.4.11)."""
+    return f["outline"] not in ("none", "") and f["width"] >= 2 and f["contrast"] >= 3
+
+
 def focus_visible(page) -> bool:
     """The focused element draws a solid outline of 2px or more, at 3:1 or more against what is
     around it (WCAG 2.4.7, and 1.4.11 for the indicator's contrast)."""

@@ -26,7 +26,8 @@ from playwright import sync_api
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spawner"))
-from a11y import assert_accessible, focus_outline, focus_steadily, focus_visible  # noqa: E402
+from a11y import (assert_accessible, focus_outline, focus_steadily, focus_visible, focus_visibly,  # noqa: E402
+                  shows_focus)
 from localhub import hub_api, server_procs, wait_for, wait_ready  # noqa: E402
 from test_lab_browser import labhub, open_lab, workload  # noqa: E402,F401 (a fixture)
 
@@ -77,8 +78,8 @@ def test_panel_and_status_item_are_accessible(labhub, browser):
 
         # The status bar item is a button: focusable, named, and Enter opens the panel.
         assert status.get_attribute("role") == "button" and status.get_attribute("tabindex") == "0"
-        focus_steadily(status)
-        assert focus_visible(page), focus_outline(page)
+        shown = focus_visibly(status)
+        assert shows_focus(shown), shown
         page.keyboard.press("Enter")
         row = page.locator(f".jp-ComputeHub-workload[data-workload-id='{first}']")
         sync_api.expect(row).to_be_visible(timeout=15_000)
@@ -180,14 +181,14 @@ def test_panel_is_accessible_in_the_dark_theme(labhub, browser):
         status = open_lab(page, hub)
         sync_api.expect(page.locator("body")).to_have_attribute("data-jp-theme-light", "false")
         sync_api.expect(status).to_contain_text("Queued #1", timeout=30_000)
-        focus_steadily(status)
-        assert focus_visible(page), focus_outline(page)
+        shown = focus_visibly(status)
+        assert shows_focus(shown), shown
         page.keyboard.press("Enter")
         row = page.locator(f".jp-ComputeHub-workload[data-workload-id='{job}']")
         sync_api.expect(row.locator(".jp-ComputeHub-reason")).to_contain_text(w["explanation"]["reason"])
         assert_accessible(page, "JupyterLab (dark theme) with the ComputeHub panel", exclude=LAB_MARKUP)
-        focus_steadily(row.locator(".jp-ComputeHub-logs-button"))
-        assert focus_visible(page), focus_outline(page)
+        shown = focus_visibly(row.locator(".jp-ComputeHub-logs-button"))
+        assert shows_focus(shown), shown
     finally:
         ctx.close()
         hub.call("DELETE", f"/workloads/{job}", hub.tokens["alice"])
