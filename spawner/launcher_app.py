@@ -175,9 +175,8 @@ class LauncherApp(LauncherAppChecks, ServiceClientApp):
             t.workload = w
             if t.busy:
                 continue
-            if w["state"] == "admitted":            # started, but "running" did not reach the service
-                if t.started < seen_at:             # (else it started after this view was taken: reported)
-                    await self.report(wid, "running")
+            if w["state"] == "admitted":            # "running" lost, unless it started after this view was taken
+                await self.report(wid, "running") if t.started < seen_at else None
                 continue
             if w["state"] in STOPPING:
                 t.busy = True
