@@ -11,6 +11,7 @@ from scheduler.model import AWAITING_APPROVAL, HOLDING, KINDS, PENDING, TERMINAL
 
 from . import views
 from .base import APIError, BaseHandler
+from .job_logs import read_after, read_tail
 
 STATES = (AWAITING_APPROVAL, PENDING, *HOLDING, *TERMINAL)
 SUBMIT_FIELDS = {"name", "queue", "kind", "priority", "resources", "workers", "gpu_model", "time_limit",
@@ -149,29 +150,17 @@ class WorkloadHandler(_OneWorkload):
 class WorkloadLogsHandler(_OneWorkload):
     async def get(self, workload_id):
         _, w = self._visible(workload_id)
+        given = self.request.query_arguments
+        if "tail" in given and "after" in given:
+            raise APIError(400, "invalid", "give tail (the last lines) or after (the lines after an offset), "
+                                           "not both")
         tail = self.query_int("tail", 200, 1, 100_000)
+        after = self.query_int("after", -1, 0, 2**63 - 1)
         path = os.path.join(self.service.logs_dir, f"{w.id}.log")
-        if not os.path.exists(path):
-            raise NotFound(f"no logs recorded for workload {w.id} (yet)")
-        self.write_json({"id": w.id, "lines": tail_lines(path, tail)})
-
-
-TAIL_BYTES_MAX = 4 << 20      # the most one logs request reads
-
-
-def tail_lines(path: str, n: int, max_bytes: int = TAIL_BYTES_MAX, block: int = 1 << 16) -> list[str]:
-    """The last ``n`` lines of a file, read backwards from its end a block at a time: a job's log
-    of many gigabytes costs what its tail costs, not its size (it used to be read whole, in the
-    service's event loop). At most ``max_bytes`` are read; the first line may then be cut."""
-    with open(path, "rb") as f:
-        pos = end = f.seek(0, os.SEEK_END)
-        blocks, newlines = [], 0
-        while pos > 0 and newlines <= n and end - pos < max_bytes:
-            step = min(block, pos, max_bytes - (end - pos))
-            pos -= step
-            f.seek(pos)
-            blocks.append(f.read(step))
-            newlines += blocks[-1].count(b"\n")
-    lines = b"".join(reversed(blocks)).decode("utf-8", "replace").splitlines()
-    # Read to the start, every line is whole; otherwise the first one may be a fragment.
-    return lines[-n:] if pos == 0 or len(lines) > n else lines[1:]
+        try:
+            piece = read_tail(path, tail) if after < 0 else read_after(path, after, final=w.state in TERMINAL)
+        except FileNotFoundError:
+            raise NotFound(f"no logs recorded for workload {w.id} (yet)") from None
+        except ValueError as e:
+            raise APIError(400, "invalid", str(e)) from None
+        self.write_json({"id": w.id, **piece.as_json()})

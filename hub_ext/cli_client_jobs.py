@@ -18,6 +18,7 @@ from traitlets import Bool, Int, Unicode
 from .cli import UsageError
 from .cli_client import ClientCommand, SubmitApp, gpus_of, human_duration, parse_when, printable, table
 from .client import ComputeHubClient, ComputeHubError
+from .log_follow import follow
 
 TERMINAL = ("finished", "failed", "cancelled", "preempted", "reclaimed", "rejected")
 ENV_PASSED = ("PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX", "LD_LIBRARY_PATH")
@@ -162,33 +163,26 @@ class LogsApp(ClientCommand):
         ch = self.client()
         path = f"workloads/{quote(wid, safe='')}/logs"
         show = (lambda line: line) if self.raw else printable
-        # Following, what is shown first and what counts as seen come from one read: a line
-        # written between two reads was counted as seen and never shown.
-        everything = self._lines(ch, path, 100_000 if self.follow else self.tail)
-        lines = [show(line) for line in everything[-self.tail:]]
-        print("\n".join(lines)) if lines else print(f"{wid}: no output yet", file=sys.stderr)
-        if not self.follow:
-            return None
-        seen = len(everything)
-        while True:
-            state = ch.get(wid)["state"]
-            everything = self._lines(ch, path, 100_000)
-            for line in everything[seen:]:
-                print(show(line), flush=True)
-            seen = len(everything)
-            if state in TERMINAL:
-                print(f"[{wid} {state}]", file=sys.stderr)
-                return None
-            time.sleep(1)
 
-    @staticmethod
-    def _lines(ch, path: str, tail: int) -> list[str]:
-        try:
-            return ch.request("GET", path, params={"tail": tail})["lines"]
-        except ComputeHubError as e:
-            if e.status == 404 and "no logs" in e.message:
-                return []
-            raise
+        def fetch(params: dict) -> dict | None:
+            try:
+                return ch.request("GET", path, params=params)
+            except ComputeHubError as e:
+                if e.status == 404 and "no logs" in e.message:
+                    return None
+                raise
+
+        def no_output():
+            print(f"{wid}: no output yet", file=sys.stderr)
+
+        if not self.follow:
+            lines = (fetch({"tail": self.tail}) or {}).get("lines")
+            print("\n".join(map(show, lines))) if lines else no_output()
+            return None
+        state = follow(fetch, lambda: ch.get(wid)["state"], tail=self.tail, terminal=TERMINAL,
+                       emit=lambda line: print(show(line), flush=True), on_empty=no_output)
+        print(f"[{wid} {state}]", file=sys.stderr)
+        return None
 
 
 class CheckpointApp(ClientCommand):

@@ -169,7 +169,14 @@ def document(version: str) -> dict:
                     "warn_after": {"type": "number", "nullable": True},
                     "release_after": {"type": "number", "nullable": True}, "gpus": {"type": "number"},
                     "gpu_hours_returned": {"type": "number"}, "release_at": {"type": "number", "nullable": True}}},
-                "Logs": {"type": "object", "properties": {"lines": {"type": "array", "items": {"type": "string"}}}},
+                "Logs": {"type": "object", "properties": {
+                    "id": {"type": "string"}, "lines": {"type": "array", "items": {"type": "string"}},
+                    "offset": {"type": "integer", "description": "the byte after the last whole line given: "
+                                                                 "the next read's `after`"},
+                    "size": {"type": "integer", "description": "the log's length when read (bytes)"},
+                    "partial": {"type": "boolean", "description": "the last line is still being written "
+                                                                  "(it lies past `offset`)"},
+                    "more": {"type": "boolean", "description": "cut at 4 MiB: read again at once"}}},
                 "Queue": {"type": "object", "properties": {
                     "name": _NAME, "parent": {"type": "string", "nullable": True}, "guaranteed": _VECTOR,
                     "limit": _VECTOR, "weight": {"type": "number"}, "may_borrow": {"type": "boolean"},
@@ -261,8 +268,12 @@ def document(version: str) -> dict:
                               scope="custom:computehub:submit (own) or submit-on-behalf"),
             },
             "/api/v1/workloads/{workload_id}/logs": {
-                "get": _op("The last lines of a workload's log", _ok("#/components/schemas/Logs"),
-                           params=[wid, _q("tail", {"type": "integer", "minimum": 1, "maximum": 100000})],
+                "get": _op("A workload's log: its last `tail` lines, or with `after` (a byte offset an earlier "
+                           "answer gave as `offset`) the whole lines written since; one answer reads at most "
+                           "4 MiB (`more` says there is more). 400 for both, or an offset past the end",
+                           _ok("#/components/schemas/Logs"),
+                           params=[wid, _q("tail", {"type": "integer", "minimum": 1, "maximum": 100000}),
+                                   _q("after", {"type": "integer", "minimum": 0})],
                            scope=ANY)},
             "/api/v1/workloads/status": {
                 "post": _op("Report on many workloads at once (launchers): each report gets its own result, "

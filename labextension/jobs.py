@@ -166,12 +166,17 @@ class Client:
         return items[::-1] if include_ended else items
 
     def logs(self, workload_id: str, tail: int = 200) -> list[str]:
+        """The last ``tail`` lines of a job's output."""
+        return (self.log_piece(workload_id, {"tail": tail}) or {}).get("lines", [])
+
+    def log_piece(self, workload_id: str, params: dict) -> dict | None:
+        """``GET workloads/{id}/logs`` with ``tail`` or ``after`` (a byte offset an earlier answer
+        gave): lines, offset, more; None while the job has no log yet."""
         try:
-            return self.request("GET", f"workloads/{urllib.parse.quote(workload_id, safe='')}/logs",
-                                params={"tail": tail})["lines"]
+            return self.request("GET", f"workloads/{urllib.parse.quote(workload_id, safe='')}/logs", params=params)
         except JobError as e:
             if e.status == 404 and "no logs" in str(e):
-                return []
+                return None
             raise
 
     def cancel(self, workload_id: str) -> dict:

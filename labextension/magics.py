@@ -22,6 +22,7 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display, update_display
 
+from hub_ext.log_follow import follow
 from spawner.wording import eta_text
 
 from . import jobs as J
@@ -320,21 +321,15 @@ class ComputeHubMagics(Magics):
             raise UsageError(f"--tail must be from 1 to 100000, not {args.tail}")
         try:
             client = self.client()
-            lines = client.logs(args.id, args.tail)
-            print("\n".join(lines)) if lines else print(f"{args.id}: no output yet")
             if not args.follow:
+                lines = client.logs(args.id, args.tail)
+                print("\n".join(lines)) if lines else print(f"{args.id}: no output yet")
                 return None
-            seen = len(client.logs(args.id, 100_000))
-            while True:
-                state = client.job(args.id).last["state"]
-                everything = client.logs(args.id, 100_000)
-                for text in everything[seen:]:
-                    print(text)
-                seen = len(everything)
-                if state in J.TERMINAL:
-                    print(f"[{args.id} {state}]")
-                    return None
-                time.sleep(POLL)
+            state = follow(lambda params: client.log_piece(args.id, params),
+                           lambda: client.job(args.id).last["state"], tail=args.tail, terminal=J.TERMINAL,
+                           emit=print, on_empty=lambda: print(f"{args.id}: no output yet"), poll=POLL)
+            print(f"[{args.id} {state}]")
+            return None
         except J.JobError as e:
             return self._fail(e)
         except KeyboardInterrupt:

@@ -373,9 +373,13 @@ class LocalLauncher(LocalLauncherChecks, LauncherBackend):
 
     def _note(self, workload: dict, text: str) -> None:
         """A line of the launcher's own in the job's log (best effort: a full disk loses it)."""
+        line = f"[computehub] {time.strftime('%Y-%m-%d %H:%M:%S')} {text}\n".encode()
         try:
-            with open(self.log_path(workload), "a") as f:
-                f.write(f"[computehub] {time.strftime('%Y-%m-%d %H:%M:%S')} {text}\n")
+            with open(self.log_path(workload), "a+b") as f:
+                # On a line of its own, even after output that did not end its last line.
+                if f.seek(0, os.SEEK_END) and (f.seek(-1, os.SEEK_END), f.read(1))[1] != b"\n":
+                    line = b"\n" + line
+                f.write(line)
         except OSError:
             pass
 

@@ -8,7 +8,7 @@ import random
 
 from test_authz import call
 
-from hub_ext.api_workloads import tail_lines
+from hub_ext.job_logs import tail_lines
 
 
 def test_the_tail_of_a_terabyte_log_comes_back_at_once(hub):

@@ -370,3 +370,17 @@ def test_the_python_client_submits_waits_and_reads_logs(setup):
     assert out["stdout"].split() == ["finished", "0", "120.0", "True", "True"], out
     out = k.run("try:\n    jobs.submit('write.py', gpus=-2)\nexcept jobs.JobError as e:\n    print(e)")
     assert out["stdout"].strip() == "gpus must be a whole number 0 or more, not -2", out
+
+
+def test_logs_follow_shows_each_line_once_until_the_job_ends(setup):
+    _, _, k = setup
+    out = k.run("%%submit --gpus 0 --name ticker\nimport sys, time\nfor i in range(12):\n"
+                "    print(f'tick {i}', flush=True)\n    time.sleep(0.3)\n"
+                "sys.stdout.write('no newline at the end'); sys.stdout.flush()\n")
+    wid = job_id(k, out)
+    out = k.run(f"%logs {wid} --follow --tail 100", timeout=120)
+    assert not out["error"] and not out["stderr"], out
+    lines = out["stdout"].splitlines()
+    assert [x for x in lines if x.startswith("tick")] == [f"tick {i}" for i in range(12)], lines
+    # The job's last line, which it never ended, is shown once the job has ended.
+    assert "no newline at the end" in lines and lines[-1] == f"[{wid} finished]", lines

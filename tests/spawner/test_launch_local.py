@@ -283,3 +283,13 @@ def test_an_inference_endpoint_is_the_jobs_own_listener_only(root):
         other.shutdown()
     assert url is not None and url.startswith("http://127.0.0.1:"), url
     assert squatted is None          # the port answers HTTP, but not from the job
+
+
+def test_the_launchers_note_starts_a_line_of_its_own(root):
+    lch = launcher(root)
+    w = workload("w7n", py("import sys\nsys.stdout.write('half a line'); sys.stdout.flush()\nsys.exit(3)"), root)
+    ended = run(_start_and_wait(lch, w))
+    assert ended.exit_code == 3
+    lines = open(lch.log_path(w)).read().splitlines()
+    assert lines[-2] == "half a line" and lines[-1].startswith("[computehub] ") \
+        and lines[-1].endswith("the job exited with code 3"), lines
