@@ -30,7 +30,7 @@ from .launcher_settings import LocalLauncherChecks
 from .local_endpoints import answers_http, group_listens
 from .local_failures import WRAPPER, disk_full, exit_reason, start_error
 from .local_runs import Run, Worker, kill_remnants, kill_run, leftovers, save_record
-from .process_groups import free_port, start_time
+from .process_groups import child_subreaper, free_port, start_time
 
 # Run as the job's OS account: its folders, no exit codes of an earlier run, the script from stdin.
 PREPARE = ('umask 022; mkdir -p -- "$1" "$2" || exit 1; rm -f -- "$1"/exit.* || exit 1; '
@@ -70,6 +70,11 @@ class LocalLauncher(LocalLauncherChecks, LauncherBackend):
         0 = wait for ever).""")
     host = Unicode("127.0.0.1", config=True, help="Address inference endpoints are reached at (and MASTER_ADDR).")
     node_name = Unicode("", config=True, help="Node name reported for local jobs ('' = the placement's).")
+    find_escaped = Bool(True, config=True, help="""Start each worker's shell as a child subreaper (Linux
+        prctl): what a job leaves running when its parent ends becomes that shell's child, so it is found
+        and stopped with the job whatever its session, group or environment. Costs each start a full fork
+        of the launcher instead of a vfork (a few ms of CPU: bench/README.md); off, such a process is
+        found only if it kept the job's process group or environment.""")
     job_computehub_url = Unicode(config=True, help="""$COMPUTEHUB_URL in jobs' environment: where a job
         reaches the service to report its own checkpoints (`computehub checkpoint`, with
         $COMPUTEHUB_REPORT_TOKEN). Default: the launcher's own service URL.""")
@@ -243,7 +248,8 @@ class LocalLauncher(LocalLauncherChecks, LauncherBackend):
                 try:
                     proc = subprocess.Popen(["/bin/sh", "-c", WRAPPER, "computehub-job"] + cmd, cwd=workdir,
                                             env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                            start_new_session=True, close_fds=True, **kw)
+                                            start_new_session=True, close_fds=True,
+                                            preexec_fn=child_subreaper if self.find_escaped else None, **kw)
                 except OSError as e:
                     if e.filename == workdir:
                         raise LaunchError(f"could not enter its working directory {workdir}: "

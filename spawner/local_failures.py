@@ -38,6 +38,11 @@ SIGNAL_HINTS = {
 # parameters) finds out why; a problem is one line in the log ("[computehub] ...") and
 # "<code> <why>" in the exit file. Only then: checking every program before it runs cost each
 # job a fork, which the Slurm benchmark's thousand short jobs showed (bench/README).
+# The shell is a child subreaper (process_groups.child_subreaper): what the job leaves running
+# becomes its child when its parent ends, whatever its session, group or environment. So after
+# the exit file it stays while it has children, for the launcher to find them (``descendants``)
+# and stop them; one read of /proc when the job left nothing. Its own `sleep` (``LINGER``) is
+# not the job's.
 WRAPPER = r'''
 say() { printf '[computehub] %s\n' "$2" >&2; printf '%s %s\n' "$1" "$2" > "$COMPUTEHUB_EXIT_FILE"; exit "$1"; }
 chk() {
@@ -61,8 +66,11 @@ chk() {
 [ -d "$PWD" ] && [ -x . ] || say 126 "its working directory $PWD is gone, or the account $USER may not enter it"
 "$@"; rc=$?
 case $rc in 126|127) chk "$1" ;; esac
-echo $rc > "$COMPUTEHUB_EXIT_FILE"; exit $rc
+echo $rc > "$COMPUTEHUB_EXIT_FILE"
+while k=; read -r k 2>/dev/null < "/proc/$$/task/$$/children"; [ -n "$k" ]; do sleep 0.2; done
+exit $rc
 '''
+LINGER = b"sleep\x000.2\x00"      # /proc/<pid>/cmdline of the wrapper's own sleep while it stays
 
 
 def read_exit_file(path: str) -> tuple[int, str] | None:

@@ -13,8 +13,8 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 
-from .local_failures import read_exit_file
-from .process_groups import group_alive, group_members, signal_group, start_time, strays
+from .local_failures import LINGER, read_exit_file
+from .process_groups import descendants, group_alive, group_members, signal_group, start_time, strays
 
 log = logging.getLogger(__name__)
 
@@ -31,18 +31,24 @@ class Worker:
     def returncode(self) -> int | None:
         """None while its command runs; its exit code once it ended (128+N when killed by
         signal N; -1 when it ended while nobody watched and left no code)."""
+        # The exit file first: its shell stays on after writing it while the job left processes.
+        ended = read_exit_file(self.exit_file)
+        if ended is not None:
+            if self.proc is not None:
+                self.proc.poll()
+            return ended[0]
         if self.proc is not None:
             rc = self.proc.poll()
             if rc is None:
                 return None
+            ended = read_exit_file(self.exit_file)      # written just before it ended
+            if ended is not None:
+                return ended[0]
         else:
             now = start_time(self.pid, running=True)
             if now == self.started and now is not None:
                 return None
             rc = None
-        ended = read_exit_file(self.exit_file)
-        if ended is not None:
-            return ended[0]
         if group_alive(self.pid):
             return None                   # its shell was killed; the command runs on in its group
         if rc is None:
@@ -105,17 +111,55 @@ def save_record(path: str, run: Run) -> None:
     os.replace(tmp, path)
 
 
+def _same(w: Worker) -> bool:
+    """Whether the worker's pid is still its shell (not a pid reused since), as far as is known."""
+    return w.started is None or start_time(w.pid) in (w.started, None)
+
+
+def _escaped(run: Run, leaders: list[Worker], skip_groups: set[int], after: float | None = None) -> dict[int, int]:
+    """The job's processes outside its workers' process groups, by pid (their start times):
+    those its workers' shells hold as children (``descendants``: what a worker left when its
+    parent ended, whatever its session, group or environment), and those elsewhere that kept
+    its environment (``strays``)."""
+    found = {p for w in leaders for p in descendants(w.pid)}
+    found.update(strays(run.exit_files(), run.uid, skip_groups=skip_groups, since=run.first_start(), after=after))
+    shells = {w.pid for w in run.workers}
+    found = {p for p in found if p not in shells and _group(p) not in skip_groups and not _lingering(p, shells)}
+    starts = {p: start_time(p, running=True) for p in found}
+    return {p: t for p, t in starts.items() if t is not None}
+
+
+def _group(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
+def _lingering(pid: int, shells: set[int]) -> bool:
+    """Whether ``pid`` is a worker's shell's own sleep while it waits for what the job left."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            if f.read() != LINGER:
+                return False
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1]) in shells
+    except (OSError, ValueError, IndexError):
+        return False
+
+
 def leftovers(run: Run) -> list[str]:
     """Processes of the job that still run although their worker's command ended (left in its
-    process group, or escaped it — ``setsid``, a daemon — with the job's environment): one
+    process group, or escaped it — ``setsid``, a daemon, a cleared environment): one
     ``pid (name)`` each."""
     ended = [w for w in run.workers if w.returncode() is not None]
     running = {w.pid for w in run.workers if w not in ended}
-    pids = [p for w in ended if (w.started is None or start_time(w.pid) in (w.started, None))
-            for p in group_members(w.pid)]
+    mine = [w for w in ended if _same(w)]
+    shells = {w.pid for w in run.workers}
+    pids = [p for w in mine for p in group_members(w.pid) if p not in shells and not _lingering(p, shells)]
     last_end = max((w.ended_at() for w in ended), default=None) if not running else None
-    pids += [p for p in strays(run.exit_files(), run.uid, skip_groups=running, since=run.first_start(),
-                               after=last_end if last_end != float("inf") else None) if p not in pids]
+    escaped = _escaped(run, mine, running, after=last_end if last_end != float("inf") else None)
+    pids += [p for p in escaped if p not in pids]
     return [f"{p} ({_name(p)})" for p in pids]
 
 
@@ -130,8 +174,9 @@ def _name(pid: int) -> str:
 async def kill_run(run: Run, grace: float) -> bool:
     """SIGTERM every worker's group and the job's processes that escaped them, wait up to
     ``grace`` seconds, then SIGKILL what is left. True if something had to be SIGKILLed."""
-    groups = [w.pid for w in run.workers if w.started is None or start_time(w.pid) in (w.started, None)]
-    escaped = strays(run.exit_files(), run.uid, skip_groups=set(groups))
+    leaders = [w for w in run.workers if _same(w)]
+    groups = [w.pid for w in leaders]
+    escaped = _escaped(run, leaders, set(groups))
     for pgid in groups:
         signal_group(pgid, signal.SIGTERM)
     for pid in escaped:
@@ -139,7 +184,7 @@ async def kill_run(run: Run, grace: float) -> bool:
 
     def running():
         run.reap()
-        return [g for g in groups if group_alive(g)], [p for p in escaped if start_time(p, running=True)]
+        return [g for g in groups if group_alive(g)], [p for p, t in escaped.items() if start_time(p, True) == t]
     deadline = time.monotonic() + grace
     while True:
         alive, stray = running()
@@ -147,6 +192,9 @@ async def kill_run(run: Run, grace: float) -> bool:
             break
         await asyncio.sleep(0.1)
     killed = bool(alive or stray)
+    # What its processes started during the grace, found the same way (pids in hand before the kill).
+    escaped.update(_escaped(run, [w for w in leaders if w.pid in alive], set(groups)))
+    stray = [p for p, t in escaped.items() if start_time(p, True) == t]
     for pgid in alive:
         signal_group(pgid, signal.SIGKILL)
     for pid in stray:

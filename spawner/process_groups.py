@@ -110,3 +110,57 @@ def signal_group(pgid: int, sig: int) -> None:
     except (ProcessLookupError, PermissionError):
         pass
 
+
+
+def _children(pid: int) -> list[int]:
+    """The children of every thread of a process (/proc/<pid>/task/<tid>/children; [] where the
+    kernel does not keep them, or the process is gone)."""
+    out = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out += [int(c) for c in f.read().split()]
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def descendants(pid: int) -> list[int]:
+    """The running processes below ``pid`` (children, theirs, ...; zombies left out). Started
+    under ``child_subreaper``, a job's wrapper keeps as its children what the job left behind
+    when their parents ended, whatever their session, group or environment."""
+    out, todo, seen = [], _children(pid), {pid}
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        if start_time(p, running=True) is not None:
+            out.append(p)
+        todo += _children(p)
+    return out
+
+
+def _prctl():
+    try:
+        import ctypes
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _prctl() if os.uname().sysname == "Linux" else None
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def child_subreaper() -> None:
+    """Run in a new process before its program (Popen's preexec_fn): it becomes a child
+    subreaper (Linux prctl), so what its descendants leave behind when they end is reparented
+    to it rather than to init, and stays findable (``descendants``). The mark survives exec.
+    Only a call already bound here runs in the child: nothing is imported or locked after fork."""
+    if _PRCTL is not None:
+        _PRCTL(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)

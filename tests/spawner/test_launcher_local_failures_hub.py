@@ -100,3 +100,20 @@ def test_a_job_that_ignores_sigterm_past_its_time_limit(lhub):
     assert w["exit_code"] == 124, w
     assert w["reason"].startswith("exceeded its time limit of 2 s; it did not exit within the 1 s grace after "
                                   "SIGTERM: killed (SIGKILL)"), w["reason"]
+
+
+def test_a_daemon_that_covered_its_tracks_is_stopped_and_its_gpus_come_back(lhub):
+    """A job whose daemon left its session and cleared its environment (test_launch_local_escapes.py
+    has the backend's cases): the service hears that it was stopped, and the GPUs are free again
+    only once it is gone."""
+    from test_launch_local_escapes import DAEMONIZE
+    from test_launch_local import alive
+    hub, work = lhub
+    w = submit(hub, "alice", py(DAEMONIZE) + ["daemon.pid"], work, gpus=2)
+    w = wait_for("it to end", lambda: state_is(hub, w["id"], "failed", "finished"), 60)
+    daemon = int((work / "daemon.pid").read_text())
+    assert w["state"] == "finished" and w["exit_code"] == 0, w
+    assert w["reason"] == f"exit code 0; it left 1 process(es) running after it exited ({daemon} (sleep)): stopped", w
+    assert not alive(daemon)
+    assert wait_for("its GPUs back", lambda: gpus_free(hub) == 2, 30)
+    assert f"it left 1 process(es) running after it exited: {daemon} (sleep); stopping them" in logs(hub, w["id"])[-1]
