@@ -2,7 +2,7 @@
 
 ``GET  computehub/workloads``             my work, my queues (proxied to the service)
 ``DELETE computehub/workloads/{id}``      cancel one of mine
-``GET  computehub/workloads/{id}/logs``   its logs (``?tail=N``)
+``GET  computehub/workloads/{id}/logs``   its logs (``?tail=N``, or ``?after=BYTES``: what is new)
 ``GET  computehub/gpu``                   this server's GPUs from NVML
 
 Handlers are jupyter_server API handlers: the browser's Lab session (cookie +
@@ -89,14 +89,24 @@ class WorkloadHandler(_Base):
 
 
 class LogsHandler(_Base):
+    def _invalid(self, message: str):
+        self.set_status(400)
+        return self.finish(json.dumps({"error": "invalid", "message": message}))
+
     @web.authenticated
     async def get(self, wid):
+        after = self.get_query_argument("after", None)
         tail = self.get_query_argument("tail", "200")
-        if not tail.isdigit() or not 1 <= int(tail) <= 100_000:
-            self.set_status(400)
-            return self.finish(json.dumps({"error": "invalid", "message": "tail must be a whole number 1..100000"}))
+        if after is not None:
+            if not after.isdigit():
+                return self._invalid("after must be a byte offset (a whole number 0 or more)")
+            query = {"after": after}
+        elif not tail.isdigit() or not 1 <= int(tail) <= 100_000:
+            return self._invalid("tail must be a whole number 1..100000")
+        else:
+            query = {"tail": tail}
         try:
-            logs = await self.client.call("GET", f"workloads/{quote(wid, safe='')}/logs", {"tail": tail})
+            logs = await self.client.call("GET", f"workloads/{quote(wid, safe='')}/logs", query)
         except UpstreamError as e:
             return self.fail(e)
         self.finish(json.dumps(logs))

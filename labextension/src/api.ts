@@ -3,18 +3,12 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
+import type { LogPiece } from './logview';
 import { GpuReport, WorkloadsReport } from './model';
 
-/** An error with the server extension's one-line message ("ComputeHub is unreachable: ..."). */
-export class ApiError extends Error {
-  constructor(
-    message: string,
-    readonly status: number,
-    readonly code: string
-  ) {
-    super(message);
-  }
-}
+import { ApiError } from './apierror';
+
+export { ApiError };
 
 export async function requestAPI<T>(path: string, init: RequestInit = {}): Promise<T> {
   const settings = ServerConnection.makeSettings();
@@ -43,5 +37,9 @@ export const fetchWorkloads = () => requestAPI<WorkloadsReport>('workloads');
 export const fetchGpu = () => requestAPI<GpuReport>('gpu');
 export const cancelWorkload = (id: string) =>
   requestAPI<unknown>(`workloads/${encodeURIComponent(id)}`, { method: 'DELETE' });
-export const fetchLogs = (id: string) =>
-  requestAPI<{ id: string; lines: string[] }>(`workloads/${encodeURIComponent(id)}/logs?tail=500`);
+/** A piece of a job's log: its last `tail` lines, or the lines after byte `after` (logview.ts). */
+export const fetchLogPiece = (id: string, query: { tail?: number; after?: number }) =>
+  requestAPI<LogPiece>(
+    `workloads/${encodeURIComponent(id)}/logs?` +
+      (query.after !== undefined ? `after=${query.after}` : `tail=${query.tail ?? 200}`)
+  );

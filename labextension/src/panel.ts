@@ -12,7 +12,8 @@
 import { Widget } from '@lumino/widgets';
 
 import { Announcer, announcements } from './announce';
-import { ApiError, cancelWorkload, fetchLogs } from './api';
+import { cancelWorkload, fetchLogPiece } from './api';
+import { LogFollower } from './logview';
 import {
   GpuDevice,
   QueueUsage,
@@ -29,7 +30,8 @@ import {
   queueUsageText,
   reasonText,
   sparklinePoints,
-  stateWords
+  stateWords,
+  LIVE_STATES
 } from './model';
 import { ComputeHubStore } from './store';
 
@@ -66,7 +68,9 @@ export function sparkline(samples: number[], width = 120, height = 24): SVGSVGEl
 
 export class ComputeHubPanel extends Widget {
   private logsFor = '';
-  private logsText = '';
+  private logs: LogFollower | null = null; // the open log, followed while its job may still write
+  private logsLive = false;
+  private logsAtEnd = true; // the log box was scrolled to its end: it stays there as lines come
   private armed = ''; // a workload whose Cancel was clicked once and awaits confirmation
   private actionError = '';
   private readonly content = el('div', 'jp-ComputeHub-content');
@@ -82,12 +86,28 @@ export class ComputeHubPanel extends Widget {
     this.node.setAttribute('aria-label', 'ComputeHub');
     this.node.append(this.content, this.announcer.node);
     store.changed.connect(this.render, this);
+    store.changed.connect(this.followLogs, this);
     this.render();
   }
 
   dispose(): void {
     this.store.changed.disconnect(this.render, this);
+    this.store.changed.disconnect(this.followLogs, this);
     super.dispose();
+  }
+
+  /** At each poll, the open log's new lines; one last read once its job has ended. */
+  private async followLogs(): Promise<void> {
+    const logs = this.logs;
+    if (!logs || !this.logsLive || !this.store.report) {
+      return;
+    }
+    const w = this.store.report.workloads.find(x => x.id === logs.id);
+    this.logsLive = !!w && LIVE_STATES.includes(w.state);
+    const changed = await logs.update();
+    if (logs === this.logs && (changed || !this.logsLive)) {
+      this.render();
+    }
   }
 
   render(): void {
@@ -105,7 +125,7 @@ export class ComputeHubPanel extends Widget {
     if (this.logsFor) {
       const box = el('section', 'jp-ComputeHub-logs');
       const head = el('div', 'jp-ComputeHub-logs-head');
-      const title = el('h3', '', `Logs of ${this.logsFor}`);
+      const title = el('h3', '', `Logs of ${this.logsFor}${this.logsLive ? ' (following)' : ''}`);
       title.id = 'computehub-logs-title';
       const close = el('button', 'jp-ComputeHub-button', 'Close');
       close.setAttribute('aria-label', `Close the logs of ${this.logsFor}`);
@@ -113,6 +133,7 @@ export class ComputeHubPanel extends Widget {
       const shown = this.logsFor;
       close.onclick = () => {
         this.logsFor = '';
+        this.logs = null;
         this.focusAfterRender = `logs:${shown}`;
         this.render();
       };
@@ -120,13 +141,24 @@ export class ComputeHubPanel extends Widget {
       box.setAttribute('aria-labelledby', title.id);
       box.appendChild(head);
       // A box that scrolls: reachable with Tab so the keyboard can scroll it.
-      const pre = el('pre', 'jp-ComputeHub-logs-text', this.logsText);
+      const before = this.content.querySelector<HTMLElement>('.jp-ComputeHub-logs-text');
+      const pre = el('pre', 'jp-ComputeHub-logs-text', this.logs?.text ?? '');
       pre.tabIndex = 0;
       pre.setAttribute('role', 'region');
       pre.setAttribute('aria-labelledby', title.id);
       pre.dataset.focusKey = 'logs-text';
       box.appendChild(pre);
       root.appendChild(box);
+      if (before) {
+        this.logsAtEnd = before.scrollTop + before.clientHeight >= before.scrollHeight - 4;
+      }
+      pre.onscroll = () => {
+        this.logsAtEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+      };
+      const top = before?.scrollTop ?? 0;
+      requestAnimationFrame(() => {
+        pre.scrollTop = this.logsAtEnd ? pre.scrollHeight : top; // new lines in view, unless scrolled up
+      });
     }
     this.content.replaceChildren(root);
     const report = this.store.report;
@@ -313,12 +345,15 @@ export class ComputeHubPanel extends Widget {
   }
 
   private async showLogs(id: string): Promise<void> {
+    const logs = new LogFollower(id, fetchLogPiece);
     this.logsFor = id;
-    try {
-      const logs = await fetchLogs(id);
-      this.logsText = logs.lines.join('\n') || '(empty)';
-    } catch (e) {
-      this.logsText = e instanceof ApiError ? e.message : String(e);
+    this.logs = logs;
+    this.logsAtEnd = true;
+    const w = this.store.report?.workloads.find(x => x.id === id);
+    this.logsLive = !!w && LIVE_STATES.includes(w.state);
+    await logs.open();
+    if (logs !== this.logs) {
+      return; // another log was opened meanwhile
     }
     this.focusAfterRender = 'logs-text'; // the logs open where the keyboard is
     this.render();

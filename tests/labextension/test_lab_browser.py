@@ -273,14 +273,28 @@ def test_status_bar_and_panel_follow_a_queued_job_to_running(labhub, browser, tm
 
         # Logs: the launcher (played by this test) wrote none, and the panel says so in the service's words.
         row.locator(".jp-ComputeHub-logs-button").click()
-        sync_api.expect(page.locator(".jp-ComputeHub-logs-text")).to_have_text(
-            f"no logs recorded for workload {job} (yet)")
+        logs_text = page.locator(".jp-ComputeHub-logs-text")
+        sync_api.expect(logs_text).to_have_text(f"no logs recorded for workload {job} (yet)")
+        sync_api.expect(page.locator(".jp-ComputeHub-logs h3")).to_have_text(f"Logs of {job} (following)")
+        # Followed while the job runs: what it writes appears at the next polls, without a click,
+        # and the box stays scrolled to its end as lines come.
+        log = hub.data_dir / "logs" / f"{job}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text("epoch 1 loss 0.9\n")
+        sync_api.expect(logs_text).to_have_text("epoch 1 loss 0.9", timeout=30_000)
+        with open(log, "a") as f:
+            f.write("".join(f"step {i}\n" for i in range(300)) + "epoch 2 loss 0.5\n")
+        sync_api.expect(logs_text).to_contain_text("step 299\nepoch 2 loss 0.5", timeout=30_000)
+        assert logs_text.inner_text().count("epoch 1 loss 0.9") == 1
+        wait_for("the log box at its end", lambda: logs_text.evaluate(
+            "e => e.scrollTop + e.clientHeight >= e.scrollHeight - 4"), 10)
 
         # Cancel from the panel (two clicks: the first asks to confirm).
         row.locator(".jp-ComputeHub-cancel").click()
         row.locator(".jp-ComputeHub-cancel", has_text="Really cancel?").click()
         wait_for("alice's job to be cancelled", lambda: workload(hub, job)["state"] == "cancelled", 30)
         sync_api.expect(row).to_have_attribute("data-state", "cancelled", timeout=30_000)
+        sync_api.expect(page.locator(".jp-ComputeHub-logs h3")).to_have_text(f"Logs of {job}")   # no more to follow
 
         # Preempted work says so. alice's batch job (class 'preemptible') takes GPU 1; bob's
         # training job, of a higher class in the same queue (at its limit of 2), preempts it;

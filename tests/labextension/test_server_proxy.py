@@ -130,6 +130,20 @@ async def test_cancel_logs_and_recently_ended(jp_fetch, hub):
     assert hub.call("GET", f"/workloads/{other['id']}", hub.launcher_token).json()["state"] != "cancelled"
     code, body = await fetch(jp_fetch, "workloads", w["id"], "logs", params={"tail": "lots"})
     assert code == 400 and "tail" in body["message"]
+    code, body = await fetch(jp_fetch, "workloads", w["id"], "logs", params={"after": "-5"})
+    assert code == 400 and "after must be a byte offset" in body["message"], body
+    # What is new after a byte offset (the panel follows a running job's log this way).
+    log = hub.data_dir / "logs" / f"{w['id']}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_bytes(b"epoch 1\nepoch 2\n")
+    code, body = await fetch(jp_fetch, "workloads", w["id"], "logs", params={"tail": "1"})
+    assert code == 200 and (body["lines"], body["offset"]) == (["epoch 2"], 16), body
+    with open(log, "ab") as f:
+        f.write(b"epoch 3\n")
+    code, body = await fetch(jp_fetch, "workloads", w["id"], "logs", params={"after": "16"})
+    assert code == 200 and (body["lines"], body["offset"], body["more"]) == (["epoch 3"], 24, False), body
+    code, body = await fetch(jp_fetch, "workloads", w["id"], "logs", params={"after": "99"})
+    assert code == 400 and "past the end of the log (24 bytes)" in body["message"], body
     cancel_all(hub)
 
 
