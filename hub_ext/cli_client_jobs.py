@@ -18,7 +18,7 @@ from traitlets import Bool, Int, Unicode
 from .cli import UsageError
 from .cli_client import ClientCommand, SubmitApp, gpus_of, human_duration, parse_when, printable, table
 from .client import ComputeHubClient, ComputeHubError
-from .log_follow import follow
+from .log_follow import ended_line, follow
 
 TERMINAL = ("finished", "failed", "cancelled", "preempted", "reclaimed", "rejected")
 ENV_PASSED = ("PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX", "LD_LIBRARY_PATH")
@@ -179,9 +179,9 @@ class LogsApp(ClientCommand):
             lines = (fetch({"tail": self.tail}) or {}).get("lines")
             print("\n".join(map(show, lines))) if lines else no_output()
             return None
-        state = follow(fetch, lambda: ch.get(wid)["state"], tail=self.tail, terminal=TERMINAL,
-                       emit=lambda line: print(show(line), flush=True), on_empty=no_output)
-        print(f"[{wid} {state}]", file=sys.stderr)
+        w = follow(fetch, lambda: ch.get(wid), tail=self.tail, terminal=TERMINAL,
+                   emit=lambda line: print(show(line), flush=True), on_empty=no_output)
+        print(show(ended_line(w)), file=sys.stderr)
         return None
 
 

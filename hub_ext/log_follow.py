@@ -39,12 +39,12 @@ class LogFollower:
                 return lines
 
 
-def follow(fetch: Fetch, state_of: Callable[[], str], *, tail: int, terminal: Collection[str],
+def follow(fetch: Fetch, workload_of: Callable[[], dict], *, tail: int, terminal: Collection[str],
            emit: Callable[[str], None], on_empty: Callable[[], None], poll: float = 1.0,
-           sleep: Callable[[float], None] = time.sleep) -> str:
+           sleep: Callable[[float], None] = time.sleep) -> dict:
     """Show the log's last ``tail`` lines, then each new line until the job has ended; the
-    final state. The state is read before the lines: the read after the job ended gets its
-    last lines, the one without a newline included."""
+    workload as it ended. Its state is read before the lines: the read after the job ended
+    gets its last lines, the one without a newline included."""
     follower = LogFollower(fetch)
     first = follower.first(tail)
     for line in first:
@@ -52,9 +52,16 @@ def follow(fetch: Fetch, state_of: Callable[[], str], *, tail: int, terminal: Co
     if not first:
         on_empty()
     while True:
-        state = state_of()
+        w = workload_of()
         for line in follower.new():
             emit(line)
-        if state in terminal:
-            return state
+        if w["state"] in terminal:
+            return w
         sleep(poll)
+
+
+def ended_line(w: dict) -> str:
+    """The follower's last line: ``[w42 finished]``, or with why it ended otherwise
+    (``[w42 failed: could not start: ...]``: a job that never ran has no log to say it)."""
+    why = (w.get("reason") or "").split("\n")[0]
+    return f"[{w['id']} {w['state']}{': ' + why if why and w['state'] != 'finished' else ''}]"

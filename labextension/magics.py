@@ -22,7 +22,7 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display, update_display
 
-from hub_ext.log_follow import follow
+from hub_ext.log_follow import ended_line, follow
 from spawner.wording import eta_text
 
 from . import jobs as J
@@ -325,10 +325,10 @@ class ComputeHubMagics(Magics):
                 lines = client.logs(args.id, args.tail)
                 print("\n".join(lines)) if lines else print(f"{args.id}: no output yet")
                 return None
-            state = follow(lambda params: client.log_piece(args.id, params),
-                           lambda: client.job(args.id).last["state"], tail=args.tail, terminal=J.TERMINAL,
-                           emit=print, on_empty=lambda: print(f"{args.id}: no output yet"), poll=POLL)
-            print(f"[{args.id} {state}]")
+            w = follow(lambda params: client.log_piece(args.id, params), lambda: client.job(args.id).last,
+                       tail=args.tail, terminal=J.TERMINAL, emit=print,
+                       on_empty=lambda: print(f"{args.id}: no output yet"), poll=POLL)
+            print(ended_line(w))
             return None
         except J.JobError as e:
             return self._fail(e)

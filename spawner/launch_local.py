@@ -136,7 +136,7 @@ class LocalLauncher(LocalLauncherChecks, LauncherBackend):
             if real == r or real.startswith(r.rstrip("/") + "/"):
                 break
         else:
-            where = ", ".join(roots) or "nowhere (no home, no LocalLauncher.allowed_roots)"
+            where = ", ".join(dict.fromkeys(roots)) or "nowhere (no home, no LocalLauncher.allowed_roots)"
             raise LaunchError(f"working directory {workdir} is outside the folders jobs may run in: {where}")
         if not os.path.isdir(real):
             raise LaunchError(f"working directory {workdir} does not exist")

@@ -153,7 +153,7 @@ def test_cli_follows_a_log_past_any_one_answer(hub):
         out.join(10), err.join(10)
         assert out.lines[5:7] == ["half", "burst 000000"] and out.lines[-2:] == ["burst 399999", "last"]
         assert out.lines[6:-1] == [f"burst {i:06d}" for i in range(400_000)]
-        assert err.lines == [f"[{wid} cancelled]"], err.lines
+        assert err.lines == [f"[{wid} cancelled: cancelled by alice]"], err.lines
     finally:
         p.kill()
         call(hub, "alice", "DELETE", f"/api/v1/workloads/{wid}")

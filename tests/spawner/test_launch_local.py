@@ -191,6 +191,13 @@ def test_workdir_must_be_inside_home_or_allowed_roots(root):
         with pytest.raises(LaunchError, match=says):
             run(lch.start(workload("w7", ["true"], root) | {"metadata": {"job": {"command": ["true"],
                                                                                    "workdir": bad}}}))
+    # An allowed root that is also the home is named once (the demo's case).
+    home = str(root / "homes" / "alice")
+    with pytest.raises(LaunchError) as e:
+        run(LocalLauncher(logs_dir=str(root / "logs"), allowed_roots=[home], allow_launcher_user=True, max_uid=65534,
+                          home_template=str(root / "homes" / "{username}")).start(
+            workload("w7", ["true"], root) | {"metadata": {"job": {"command": ["true"], "workdir": "/tmp"}}}))
+    assert str(e.value).endswith(f"outside the folders jobs may run in: {home}"), e.value
     with pytest.raises(LaunchError, match="nothing to run"):
         run(lch.start({"id": "w8", "user": "alice", "kind": "training", "metadata": {}}))
     with pytest.raises(LaunchError, match="list of arguments"):

@@ -48,6 +48,12 @@ def test_a_workdir_outside_the_allowed_folders_is_refused(lhub):
     w = submit(hub, "bob", ["true"], Path("/etc"))
     w = wait_for("the refusal", lambda: state_is(hub, w["id"], "failed"))
     assert "working directory /etc is outside the folders jobs may run in" in w["reason"], w["reason"]
+    # Following its log, the owner learns why it never ran (it has no log to say so).
+    env = dict(os.environ, COMPUTEHUB_URL=hub.service_url, COMPUTEHUB_TOKEN=hub.tokens["bob"])
+    out = subprocess.run([sys.executable, "-m", "hub_ext", "logs", w["id"], "--follow"], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stderr.splitlines() == [
+        f"{w['id']}: no output yet", f"[{w['id']} failed: {w['reason'].splitlines()[0]}]"], out.stderr
 
 
 def test_inference_crash_is_restarted_up_to_the_limit(lhub):
