@@ -202,6 +202,17 @@ computehub submit --kind batch --gpus 1 --cpu 8 --memory 64Gi --time 90m
         print(f"see where it stands: computehub queue   cancel it: computehub cancel {w['id']}")
 
 
+def explain_pending(ch: ComputeHubClient, items: list[dict]) -> None:
+    """Adds to each pending workload (the first EXPLAIN_AT_MOST) its ``explanation``: position,
+    ETA and why it waits, which only ``GET workloads/{id}`` gives."""
+    for w in [w for w in items if w["state"] == "pending"][:EXPLAIN_AT_MOST]:
+        try:
+            w["explanation"] = ch.get(w["id"]).get("explanation")
+        except ComputeHubError as e:
+            if e.status != 404:        # it ended and vanished meanwhile: keep the listing
+                raise
+
+
 class QueueApp(ClientCommand):
     name = "computehub queue"
     description = ("Your live workloads (or, with --all, every one you may see: a team lead's team, an "
@@ -224,13 +235,7 @@ computehub queue --json
         user = None if self.all else ch.me()["name"]
         listing = ch.list(user=user, queue=self.queue or None, limit=10_000)
         items = listing["workloads"]
-        pending = [w for w in items if w["state"] == "pending"][:EXPLAIN_AT_MOST]
-        for w in pending:
-            try:
-                w["explanation"] = ch.get(w["id"]).get("explanation")
-            except ComputeHubError as e:
-                if e.status != 404:        # it ended and vanished meanwhile: keep the listing
-                    raise
+        explain_pending(ch, items)
         if self.json:
             return self.emit(listing)
         if not items:

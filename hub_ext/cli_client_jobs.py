@@ -16,7 +16,8 @@ from urllib.parse import quote
 from traitlets import Bool, Int, Unicode
 
 from .cli import UsageError
-from .cli_client import ClientCommand, SubmitApp, gpus_of, human_duration, parse_when, printable, table
+from .cli_client import (ClientCommand, SubmitApp, explain_pending, gpus_of, human_duration, parse_when,
+                         printable, table)
 from .client import ComputeHubClient, ComputeHubError
 from .log_follow import ended_line, follow
 
@@ -132,13 +133,15 @@ class JobsApp(ClientCommand):
         else:
             answer = ch.list(user=me, kind=JOB_KINDS, limit=10_000)
             items, total = answer["workloads"], answer["total"]
+        explain_pending(ch, items)
         if self.json:
             return self.emit(items)
         if not items:
             return print("no jobs" + ("" if self.all else " running or waiting (--all: ended ones too)"))
         rows = [[w["id"], w.get("name"), w["kind"], gpus_of(w), w["state"],
                  f"{w['position_in_queue']} in {w['queue']}" if w.get("position_in_queue") else "",
-                 (w.get("reason") or "").split("\n")[0][:100]] for w in items]
+                 ((w.get("explanation") or {}).get("reason") or w.get("reason") or "").split("\n")[0][:100]]
+                for w in items]
         print(table(rows, ["ID", "NAME", "KIND", "GPUS", "STATE", "POS", "REASON"]))
         if self.all and total > self.limit:
             print(f"(your latest {self.limit} of {total}; --limit N for more)")

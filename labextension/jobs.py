@@ -27,6 +27,7 @@ SERVICE = "services/computehub"
 TERMINAL = ("finished", "failed", "cancelled", "preempted", "reclaimed", "rejected")
 WAITING = ("pending", "awaiting_approval")
 JOB_KINDS = ("training", "batch", "inference")
+EXPLAIN_AT_MOST = 50     # waiting jobs whose reason %jobs asks for (one request each)
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd])")
 ENV_PASSED = ("PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX", "LD_LIBRARY_PATH")
@@ -163,6 +164,14 @@ class Client:
                                  "reclaiming", *TERMINAL],
                           order="newest", limit=limit)
         items = self.request("GET", "workloads", params=params)["workloads"]
+        # Why a waiting one waits (and its position, ETA): only GET workloads/{id} says.
+        for w in [w for w in items if w["state"] == "pending"][:EXPLAIN_AT_MOST]:
+            try:
+                w["explanation"] = self.request("GET", f"workloads/{urllib.parse.quote(w['id'], safe='')}")\
+                    .get("explanation")
+            except JobError as e:
+                if e.status != 404:           # it ended and vanished meanwhile: keep the listing
+                    raise
         return items[::-1] if include_ended else items
 
     def logs(self, workload_id: str, tail: int = 200) -> list[str]:

@@ -296,8 +296,9 @@ class ComputeHubMagics(Magics):
         rows = [("ID", "NAME", "KIND", "STATE", "POS", "REASON")]
         for w in items:
             pos = f"{w['position_in_queue']} in {w['queue']}" if w.get("position_in_queue") else ""
+            reason = (w.get("explanation") or {}).get("reason") or w.get("reason") or ""
             rows.append((w["id"], w.get("name") or "-", w["kind"], w["state"], pos or "-",
-                         (w.get("reason") or "").splitlines()[0][:100] if w.get("reason") else ""))
+                         reason.splitlines()[0][:100] if reason else ""))
         widths = [max(len(r[i]) for r in rows) for i in range(5)]
         print("\n".join("  ".join(c.ljust(n) for c, n in zip(r[:5], widths)) + "  " + r[5] for r in rows))
         if args.all and len(items) == args.limit:

@@ -97,6 +97,9 @@ def test_submit_queue_and_cancel(hub, submitted):
     # other gang's 2 h limit ends) is a lower bound, marked so in the table.
     assert e["eta_earliest"] is True and 0 < e["eta_seconds"] <= 7200, e
     assert re.search(r"  ≥ (2h|1h59m)  ", row), row
+    # `computehub jobs` says why it waits too.
+    row = next(r for r in ok(cli(hub, "alice", "jobs")).splitlines() if r.startswith(waiting[0]["id"]))
+    assert "pending" in row and e["reason"][:100] in row, row
 
     out = ok(cli(hub, "alice", "cancel", first["id"], wid))
     assert out.splitlines() == [f"{first['id']}  cancelled", f"{wid}  cancelled"]

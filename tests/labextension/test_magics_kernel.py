@@ -205,6 +205,9 @@ def test_submit_queue_cancel_states_file_and_logs(setup):
                       lambda: [t for t in k.display_texts(did) if "queued, position 1 in vision" in t], 30)
     assert "ETA" in queued[0] and "\n" in queued[0], queued      # with the reason on the next line
     assert not (work / "out.txt").exists()
+    why = hub.call("GET", f"/workloads/{wid}", hub.tokens["alice"]).json()["explanation"]["reason"]
+    row = next(r for r in k.run("%jobs")["stdout"].splitlines() if r.startswith(wid))
+    assert "pending" in row and why[:100] in row, (row, why)      # %jobs says why it waits
 
     out = k.run(f"%cancel {blocker}")
     assert out["stdout"].strip() == f"{blocker}: cancelling (it is being stopped; its GPUs return once it has)", out
