@@ -1,11 +1,8 @@
-"""``api/v1`` resources other than workloads: queues, classes, nodes, approvals, audit, usage, me."""
+"""``api/v1`` resources other than workloads: queues, classes, nodes, approvals, audit, me (usage: usage.py)."""
 
 from __future__ import annotations
 
-import time
-
 from scheduler import Conflict, NotFound, ValidationError
-from scheduler.ledger import GROUPS
 from scheduler.model import HOLDING, PENDING
 
 from . import views
@@ -221,27 +218,3 @@ class AuditHandler(BaseHandler):
         self.write_json({"events": [e.to_dict() for e in events]})
 
 
-class UsageHandler(BaseHandler):
-    """GPU-hours and cost in a window: users see their own, team leads their teams', admins all."""
-
-    async def get(self):
-        caller = self.caller
-        self.require(caller.sees_anything, "see usage")
-        now = time.time()
-        end = self.query_float("end", now)
-        start = self.query_float("start", end - 7 * 86400)
-        if start >= end:
-            raise APIError(400, "invalid", "start must be before end")
-        by = self.get_query_argument("by", "user")
-        if by not in GROUPS:
-            raise APIError(400, "invalid", f"by must be one of {', '.join(GROUPS)}")
-        sched = self.service.sched
-        allocs = sched.store.get_allocations(start, end)
-        if not (caller.all_teams or caller.on_behalf):
-            access = sched.state.tree.access
-            allocs = [a for a in allocs if (a.user == caller.name and caller.kind == "user")
-                      or caller.leads(access.get(a.queue, ()))]
-        from scheduler import ledger
-
-        self.write_json({"start": start, "end": end, "by": by,
-                         "rows": ledger.usage(allocs, start, end, by, sched.prices)})

@@ -30,6 +30,7 @@ from scheduler.store.exclusive import LostExclusivity
 from . import api_admin as A
 from . import api_status as S
 from . import api_workloads as W
+from . import usage as U
 from .audit import AuditEmitter
 from .deadlines import Deadlines
 from .api_serve import ServeHandler
@@ -204,7 +205,7 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Deadlines,
             (api + rf"/classes/{name}", A.ClassHandler),
             (api + r"/nodes", A.NodesHandler),
             (api + rf"/nodes/{name}", A.NodeHandler),
-            (api + r"/usage", A.UsageHandler),
+            (api + r"/usage", U.UsageHandler),
             (api + r"/approvals", A.ApprovalsHandler),
             (api + rf"/approvals/{wid}", A.ApprovalHandler),
             (api + r"/audit", A.AuditHandler),

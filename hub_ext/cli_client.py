@@ -322,11 +322,13 @@ computehub usage --since 2025-01-01 --until 2025-02-01 --by flavor --json
         span = f"{_date(data['start'])} → {_date(data['end'])}"
         if not data["rows"]:
             return print(f"no GPU usage {span}")
-        rows = [[r[self.by], _amount(r["gpu_hours"]), _amount(r["cost"])] for r in data["rows"]]
-        rows.append(["total", _amount(sum(r["gpu_hours"] for r in data["rows"])),
+        who = ["user", "queue"] if self.by == "workload" else []       # whose, and where
+        rows = [[r[self.by], *(r.get(k, "") for k in who), _amount(r["gpu_hours"]), _amount(r["cost"])]
+                for r in data["rows"]]
+        rows.append(["total", *("" for _ in who), _amount(sum(r["gpu_hours"] for r in data["rows"])),
                      _amount(sum(r["cost"] for r in data["rows"]))])
         print(f"GPU usage {span}")
-        print(table(rows, [self.by.upper(), "GPU-HOURS", "COST"]))
+        print(table(rows, [self.by.upper(), *(k.upper() for k in who), "GPU-HOURS", "COST"]))
 
 
 def _amount(x: float) -> str:

@@ -232,7 +232,15 @@ def document(version: str) -> dict:
                 "Decision": {"type": "object", "required": ["approve"], "properties": {
                     "approve": {"type": "boolean"}, "reason": {"type": "string"}}},
                 "Events": {"type": "object"},
-                "Usage": {"type": "object"},
+                "Usage": {"type": "object", "properties": {
+                    "start": {"type": "number"}, "end": {"type": "number"},
+                    "by": {"type": "string", "enum": ["workload", "user", "queue", "flavor"]},
+                    "rows": {"type": "array", "items": {"type": "object", "properties": {
+                        "gpu_seconds": {"type": "number"}, "gpu_hours": {"type": "number"},
+                        "cost": {"type": "number", "description": "GPU-hours × the flavor's price (prices)"},
+                        "user": {"type": "string", "description": "by workload: whose it is"},
+                        "queue": {"type": "string", "description": "by workload: its queue"}},
+                        "additionalProperties": {"type": "string", "description": "the key: the `by` field"}}}}},
             },
         },
         "security": [{"hubToken": []}],

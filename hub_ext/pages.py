@@ -32,13 +32,16 @@ NEED_ADMIN = f"ComputeHub admin pages need the {ADMIN} scope"
 AUDIT_ROWS = 200
 EXPLAIN_MAX = 50      # pending workloads explained in full (with ETA); the rest get the cycle's reason
 NAV = [("admin/", "Queues"), ("admin/nodes", "Nodes"), ("admin/pending", "Pending"),
-       ("admin/approvals", "Approvals"), ("admin/audit", "Audit log")]
+       ("admin/approvals", "Approvals"), ("usage", "Usage"), ("admin/audit", "Audit log")]
 
 
 def page_handlers(prefix: str) -> list:
+    from .usage import UsageCSV, UsagePage      # (usage.py builds on PageHandler, below)
     a = prefix + "/admin"
     return [
         (prefix + r"/?", LandingPage),
+        (prefix + r"/usage", UsagePage),
+        (prefix + r"/usage\.csv", UsageCSV),
         (a, web.RedirectHandler, {"url": a + "/"}),
         (a + r"/", QueuesPage),
         (a + r"/nodes", NodesPage),

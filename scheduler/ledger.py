@@ -13,7 +13,8 @@ GROUPS = ("workload", "user", "queue", "flavor")
 
 def usage(allocations: list[Allocation], start: float, end: float, by: str = "user",
           prices: dict[str, float] | None = None) -> list[dict]:
-    """Rows ``{by: key, gpu_seconds, gpu_hours, cost}`` for [start, end), largest first.
+    """Rows ``{by: key, gpu_seconds, gpu_hours, cost}`` for [start, end), largest first (by
+    workload, with its ``user`` and ``queue`` too).
 
     ``prices`` maps a flavor (``a100``, or ``any`` for GPUs of no stated model)
     to a price per GPU-hour; flavors without a price cost 0.
@@ -32,6 +33,9 @@ def usage(allocations: list[Allocation], start: float, end: float, by: str = "us
         secs = (hi - lo) * a.gpus
         key = {"workload": a.workload_id, "user": a.user, "queue": a.queue, "flavor": a.flavor}[by]
         r = rows.setdefault(key, {by: key, "gpu_seconds": 0.0, "cost": 0.0})
+        if by == "workload":               # whose, and where: a bare id says little
+            r.setdefault("user", a.user)
+            r.setdefault("queue", a.queue)
         r["gpu_seconds"] += secs
         r["cost"] += secs / 3600.0 * prices.get(a.flavor, 0.0)
     out = sorted(rows.values(), key=lambda r: (-r["gpu_seconds"], r[by]))

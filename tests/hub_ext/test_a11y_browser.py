@@ -26,7 +26,7 @@ from test_admin_pages import login  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-ADMIN_PAGES = ["admin/", "admin/nodes", "admin/pending", "admin/approvals", "admin/audit"]
+ADMIN_PAGES = ["admin/", "admin/nodes", "admin/pending", "admin/approvals", "admin/audit", "usage?days=1&by=workload"]
 
 
 def _ok(r):

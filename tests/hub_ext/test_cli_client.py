@@ -198,12 +198,24 @@ def test_a_node_cordoned_in_kubernetes_is_shown_so_and_not_undrained_here(hub):
         hub.call("DELETE", "/nodes/kube-c", hub.tokens["ada"])
 
 
-def test_usage(hub):
+def test_usage(hub, submitted):
+    w = submit(hub, submitted, "alice", "--gpus", "1", "--queue", "vision", "--name", "usage-run")
+    deadline = time.time() + 15
+    while hub.call("GET", f"/workloads/{w['id']}", hub.tokens["alice"]).json()["state"] != "admitted":
+        assert time.time() < deadline, "never admitted"
+        time.sleep(0.1)
+    time.sleep(1.1)                       # a GPU-second or so to count
+    ok(cli(hub, "alice", "cancel", w["id"]))
     data = json.loads(ok(cli(hub, "alice", "usage", "--json", "--since", "1d", "--by", "queue")))
-    assert data["by"] == "queue" and isinstance(data["rows"], list)
+    by_queue = {r["queue"]: r for r in data["rows"]}
+    assert data["by"] == "queue" and by_queue["vision"]["gpu_seconds"] >= 1.0, data
     assert 86000 < data["end"] - data["start"] < 86800
     out = ok(cli(hub, "ada", "usage", "--by", "user"))
     assert out.startswith("GPU usage ")
+    # By workload, each row says whose it is and its queue.
+    header, *rows = ok(cli(hub, "ada", "usage", "--by", "workload", "--since", "1d")).splitlines()[1:]
+    assert header.split()[:5] == ["WORKLOAD", "USER", "QUEUE", "GPU-HOURS", "COST"], header
+    assert any(r.split()[:3] == [w["id"], "alice", "vision"] for r in rows), rows
 
 
 def test_approvals_reject(hub, submitted):

@@ -84,6 +84,9 @@ def test_ledger_counts_gpu_seconds_by_user_queue_flavor_with_window_and_prices()
     assert half == {"a": pytest.approx(1.0)}
     flav = {r["flavor"]: r["gpu_seconds"] for r in s.usage(0, 7200, by="flavor")}
     assert flav == {"a100": 14400}
+    # By workload, each row says whose it is and where it ran.
+    by_w = {r["workload"]: (r["user"], r["queue"], r["gpu_seconds"]) for r in s.usage(0, 7200, by="workload")}
+    assert by_w == {w1.id: ("ada", "a", 7200), w2.id: ("bob", "b", 7200)}
     plain = cluster(nodes=1, gpus=8)                 # nodes of no stated model: "any"
     w3 = job(plain, "a", gpus=2, now=0)
     plain.cycle(now=0)
