@@ -19,8 +19,8 @@ from tornado import web
 from tornado.escape import to_unicode, xhtml_escape
 from tornado.log import app_log
 
-from scheduler import SchedulerError
-from scheduler.model import PENDING
+from scheduler import SchedulerError, StoreUnavailable
+from scheduler.model import PENDING, TERMINAL
 from scheduler.resources import CPU, GPU, MEMORY, fmt_amount, is_flavor, label
 
 from . import views
@@ -31,6 +31,7 @@ from .scopes import ADMIN, Caller
 NEED_ADMIN = f"ComputeHub admin pages need the {ADMIN} scope"
 AUDIT_ROWS = 200
 EXPLAIN_MAX = 50      # pending workloads explained in full (with ETA); the rest get the cycle's reason
+RECENT_ENDED = 5      # ended workloads on the landing page
 NAV = [("admin/", "Queues"), ("admin/nodes", "Nodes"), ("admin/pending", "Pending"),
        ("admin/approvals", "Approvals"), ("usage", "Usage"), ("admin/audit", "Audit log")]
 
@@ -215,7 +216,15 @@ class LandingPage(PageHandler):
         caller = self.caller
         svc = self.service
         mine = svc.snapshot_for(caller) if caller.kind == "user" else []
-        self.render("landing.html", me=caller, workloads=mine)
+        try:        # the latest few that ended, from the database: the page still shows the rest without it
+            ended = [views.workload(w) for w in svc.sched.store.get_workloads(
+                user=caller.name, states=TERMINAL, newest_first=True, limit=RECENT_ENDED)] \
+                if caller.kind == "user" else []
+        except StoreUnavailable:
+            ended, self.history_error = [], "the service's database is unavailable; try again later"
+        ended.sort(key=lambda w: w.get("ended_at") or 0, reverse=True)
+        self.render("landing.html", me=caller, workloads=mine, ended=ended,
+                    history_error=getattr(self, "history_error", ""))
 
 
 class AdminPage(PageHandler):

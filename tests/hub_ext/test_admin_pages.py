@@ -165,8 +165,17 @@ def test_non_admin_gets_403_and_own_landing_page(hub, browser):
         resp = page.goto(hub.service_url + "/admin/nodes")
         assert resp.status == 403 and "gpu-a" not in page.content()
 
+        r = hub.call("POST", "/workloads", hub.tokens["alice"], json={"queue": "vision", "resources": {"gpu": 1},
+                                                                      "name": "landing-ended"})
+        assert r.status_code == 201, r.text
+        wid = r.json()["id"]
+        assert hub.call("DELETE", f"/workloads/{wid}", hub.tokens["alice"]).status_code == 200
         page.goto(hub.service_url + "/")
         assert page.locator(".me-name").inner_text() == "alice"
+        # Her latest ended work, latest first, with why it ended.
+        row = page.locator("table.ended tbody tr").first
+        assert row.get_attribute("data-workload-id") == wid
+        assert "landing-ended" in row.inner_text() and "cancelled by alice" in row.locator(".reason").inner_text()
         assert page.locator("a[href$='/admin/']").count() == 0
         assert page.locator("a[href$='api/v1/openapi.json']").count() >= 1
     finally:
