@@ -25,6 +25,7 @@ import time
 
 import psycopg
 import pytest
+import requests
 from realhub import RealHub
 from sqlalchemy import event, select
 
@@ -136,6 +137,10 @@ def test_postgresql_down_for_seconds_then_back(tmp_path, own_pg):
             r = calls.call("GET", f"/workloads/{late}", carol)
             assert r.status_code == 200 and r.json()["state"] == "pending" and r.json()["placement"] == []
             assert calls.call("GET", f"/workloads/{first}", alice).json()["state"] == "admitted"
+            # The landing page shows her live work; only her ended work waits for the database.
+            page = requests.get(hub.service_url + "/", headers={"Authorization": f"token {alice}"}, timeout=10)
+            assert page.status_code == 200 and first in page.text, page.status_code
+            assert "Your ended work cannot be shown now" in page.text, page.text
             time.sleep(0.3)
         assert len(calls.refused) == n
 
