@@ -11,6 +11,7 @@ missing service or scope, an unknown queue — is one line, never a traceback.
 from __future__ import annotations
 
 import argparse
+import collections
 import html
 import os
 import sys
@@ -22,12 +23,13 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display, update_display
 
-from hub_ext.log_follow import ended_line, follow
+from hub_ext.log_follow import LogFollower, ended_line, follow
 from spawner.wording import eta_text
 
 from . import jobs as J
 
 POLL = 1.0             # seconds between looks at a job the display follows
+TAIL_SHOWN = 5         # the job's last output lines the display shows while it runs
 
 
 def duration(seconds: float) -> str:
@@ -36,7 +38,8 @@ def duration(seconds: float) -> str:
 
 
 def describe(w: dict, lines: list[str] | None = None) -> tuple[str, str]:
-    """(headline, detail) of a workload's state, as the live display shows it."""
+    """(headline, detail) of a workload's state, as the live display shows it. ``lines``: its
+    output's last lines (shown while it runs, once it finished, and why it failed)."""
     state, wid = w["state"], w["id"]
     name = f"{wid} ({w['name']})" if w.get("name") else wid
     ex = w.get("explanation") or {}
@@ -58,7 +61,8 @@ def describe(w: dict, lines: list[str] | None = None) -> tuple[str, str]:
             extra += f" — checkpoint saved {duration(max(0.0, time.time() - saved))} ago"
         if w.get("saves_on_stop"):      # seen saving when preempted: preempting it loses only a restart
             extra += " — saves when stopped"
-        return f"{name}: running on {where or status.get('node') or 'a node'}{extra}", status.get("message") or ""
+        said = "\n".join(x for x in (status.get("message"), "\n".join(lines or ())) if x)
+        return f"{name}: running on {where or status.get('node') or 'a node'}{extra}", said
     if state == "preempting":
         return f"{name}: being preempted (it gets SIGTERM and a grace period to checkpoint)", w.get("reason") or ""
     if state == "cancelling":
@@ -67,7 +71,7 @@ def describe(w: dict, lines: list[str] | None = None) -> tuple[str, str]:
     gpus = ((w.get("resources") or {}).get("gpu") or 0) * (w.get("workers") or 1)
     stats = f", ran {duration(took)}, {gpus * took / 3600:.3f} GPU-hours" if took is not None else ""
     if state == "finished":
-        return f"{name}: finished, exit code {w.get('exit_code', 0)}{stats}", ""
+        return f"{name}: finished, exit code {w.get('exit_code', 0)}{stats}", "\n".join(lines or ())
     if state == "failed":
         detail = "\n".join(lines) if lines else (w.get("reason") or "")
         return f"{name}: failed, exit code {w.get('exit_code')}{stats}", detail
@@ -94,6 +98,10 @@ class Follower(threading.Thread):
     def run(self):
         last = None
         errors = 0
+        # The output's last lines while it runs, read by offset: a long log costs only what is new.
+        output = LogFollower(lambda params: self.job.client.log_piece(self.job.id, params))
+        tail: collections.deque[str] = collections.deque(maxlen=TAIL_SHOWN)
+        reading = False
         while not self.stopped.is_set():
             try:
                 w = self.job.status()
@@ -106,7 +114,16 @@ class Follower(threading.Thread):
                     return
                 self.stopped.wait(self.every)
                 continue
-            lines = self.job.logs(20) if w["state"] == "failed" else None
+            if w["state"] == "failed":
+                lines = self.job.logs(20)
+            else:
+                if w["state"] in ("running", "finished"):
+                    try:
+                        tail.extend(output.new() if reading else output.first(TAIL_SHOWN))
+                        reading = True
+                    except J.JobError:
+                        pass                        # the state still shows; the lines come at the next look
+                lines = list(tail)
             shown = describe(w, lines)
             if shown != last:
                 update_display(bundle(*shown), raw=True, display_id=self.display_id)

@@ -222,6 +222,8 @@ def test_submit_queue_cancel_states_file_and_logs(setup):
     assert first["queued"] < first["running on local GPU"] < first["finished, exit code 0"], texts
     # The checkpoint it saved while running reached the display (through the launcher and service).
     assert any(re.search(r"running on local GPU \d — checkpoint saved \d+s ago", t) for t in texts), texts
+    # While it ran, the display showed its output's last lines under the headline.
+    assert any("running on local GPU" in t and "\nwrote out.txt" in t for t in texts), texts
     assert "GPU-hours" in texts[-1], texts
 
     out = k.run(f"%logs {wid}")
