@@ -15,11 +15,14 @@ from traitlets import Float, validate
 from scheduler.config_checks import check_number
 
 from .kube import LABEL_PREFIX, label_value
-from .kube_failures import (PodTrouble, disrupted, inventory_state, last_crash, node_gone, not_started, parse_time,
-                            pod_trouble, restarts, waiting)
+from .kube_failures import (NODE_GONE, PodTrouble, disrupted, inventory_state, last_crash, node_gone, not_started,
+                            parse_time, pod_trouble, restarts, waiting)
 from .kube_manifests import JOB_INDEX_ANNOTATION, name_of
 from .launch_base import Ended, LauncherBackend
 from .service_client import ServiceError
+
+NODE_STATE_TTL = 5.0                   # seconds a node's state, as the inventory has it, is taken as known
+STRANDING = ("deleted", "not ready")   # node states in which a pod bound there never starts
 
 # Every inference replica and Deployment (they carry the label, also those of launchers from before
 # app.kubernetes.io/managed-by was set).
@@ -54,6 +57,7 @@ class PodWatch(LauncherBackend):
         self._shared: dict | None = None     # inference: one listing of all replicas, and whom it served
         self._checked: dict[str, float] = {}     # inference: per workload, when its Deployment was last read
         self._deployments: dict | None = None    # inference: one listing of their Deployments, and whom it served
+        self._node_states: dict[str, tuple[float, str | None]] = {}     # node: (when asked, inventory_state)
 
     async def poll(self, workload: dict) -> Ended | None:
         """None while it runs (or starts, within the graces); else how it ended, with a reason
@@ -78,10 +82,27 @@ class PodWatch(LauncherBackend):
         now = time.time()
         for pod, who in await self._job_pods(workload, j):
             trouble = pod_trouble(pod, who, now, pull_grace=self.container_start_grace,
-                                  pending_grace=self.unscheduled_grace)
+                                  pending_grace=self.unscheduled_grace) or await self._stranded(pod, who, workload)
             if trouble:
                 return await self._trouble_ended(workload, trouble)
         return None
+
+    async def _stranded(self, pod: dict, who: str, workload: dict) -> PodTrouble | None:
+        """A pod no kubelet has taken yet whose node (its ``nodeName``, else every node it was
+        placed on) is deleted or NotReady, as ComputeHub's inventory has it: it will never start,
+        so its admission goes back now rather than after ``unscheduled_grace``."""
+        if not_started(pod, who, time.time(), 0.0) is None:
+            return None
+        bound = (pod.get("spec") or {}).get("nodeName")
+        nodes = [bound] if bound else sorted({a.get("node") for a in workload.get("placement") or [] if a.get("node")})
+        states = {n: await self._node_state(n, max_age=NODE_STATE_TTL) for n in nodes}
+        if not nodes or any(st not in STRANDING for st in states.values()):
+            return None
+        states = {n: await self._node_state(n) for n in nodes}      # confirmed now: it may be back since
+        if any(st not in STRANDING for st in states.values()):
+            return None
+        gone = "; ".join(NODE_GONE[st].format(node=n) for n, st in states.items())
+        return PodTrouble(f"{who} cannot start: {gone}", cluster=True)
 
     async def _job_failed(self, workload: dict, job, cond) -> Ended:
         """The Job failed: the reason is its first troubled worker's (OOMKilled, evicted,
@@ -141,18 +162,24 @@ class PodWatch(LauncherBackend):
         """The ComputeHub client of the launcher driving this backend (None outside one)."""
         return getattr(self.parent, "client", None)
 
-    async def _node_state(self, node: str) -> str | None:
-        """``inventory_state`` of ``node`` from the service (None also when it cannot be learnt)."""
+    async def _node_state(self, node: str, max_age: float = 0.0) -> str | None:
+        """``inventory_state`` of ``node`` from the service (None also when it cannot be learnt);
+        an answer at most ``max_age`` seconds old will do (pods waiting to start ask at every look)."""
+        known = self._node_states.get(node)
+        if known is not None and time.monotonic() - known[0] < max_age:
+            return known[1]
         client = self.service_client()
         if client is None:
             return None
         try:
-            return inventory_state(await client.request("GET", f"nodes/{quote(node, safe='')}"))
+            state = inventory_state(await client.request("GET", f"nodes/{quote(node, safe='')}"))
         except ServiceError as e:
-            if e.status == 404:
-                return inventory_state(None)
-            self.log.info("could not learn the state of node %s from ComputeHub: %s", node, e)
-            return None
+            if e.status != 404:
+                self.log.info("could not learn the state of node %s from ComputeHub: %s", node, e)
+                return None
+            state = inventory_state(None)
+        self._node_states[node] = (time.monotonic(), state)
+        return state
 
     async def _trouble_ended(self, workload: dict, trouble: PodTrouble, **extra) -> Ended:
         self._workers.pop(workload["id"], None)
@@ -239,7 +266,7 @@ class PodWatch(LauncherBackend):
             trouble = waiting(p, who, now, self.container_start_grace)
             if trouble:
                 return await self._trouble_ended(workload, trouble, final=True)
-            trouble = not_started(p, who, now, self.unscheduled_grace)
+            trouble = not_started(p, who, now, self.unscheduled_grace) or await self._stranded(p, who, workload)
             if trouble:
                 return await self._trouble_ended(workload, trouble)
             trouble = disrupted(p, who)

@@ -34,14 +34,23 @@ FINE = {"healthy": True, "draining": False}
 
 class Inventory:
     """GET nodes/<name> as the service answers it (``nodes``: name → its view; absent: 404;
-    ``down``: the service cannot be reached)."""
+    ``down``: the service cannot be reached). Until ``settle()``, every node is fine and up: the
+    scenario's view is what the inventory says once the pods went (a launcher that saw it while
+    they started would judge them stranded: test_launch_kube_stranded.py)."""
 
     def __init__(self, nodes: dict, down: bool = False):
-        self.nodes, self.down, self.asked = nodes, down, []
+        self.final, self.down, self.asked, self.settled = nodes, down, [], False
+
+    def settle(self) -> None:
+        self.settled, self.asked = True, []
+
+    @property
+    def nodes(self) -> dict:
+        return self.final if self.settled else {f"kube-gpu-{i}": FINE for i in (1, 2, 3)}
 
     async def request(self, method, path, body=None):
         self.asked.append((method, path))
-        if self.down:
+        if self.down and self.settled:
             raise ServiceError(0, "unreachable", "ComputeHub at http://hub is unreachable")
         name = path.removeprefix("nodes/")
         if name not in self.nodes:
@@ -55,6 +64,7 @@ async def vanish(d: Driver, inventory: Inventory, w: dict, condition: dict = BAC
     await d.admit(w)
     pods = [await d.worker(w["id"], i) for i in range(w["workers"])]
     await d.look(2)                 # the launcher has seen them
+    inventory.settle()
     for pod in pods:
         await d.request("delete", f"/api/v1/namespaces/{NS}/pods/{pod}")
     await d.job_status(w["id"], {"failed": 1, "conditions": [condition]})
@@ -141,7 +151,9 @@ def test_a_restarted_launcher_knows_the_pods_of_the_jobs_it_adopted(cluster, tmp
         await d.admit(w)
         pod = await d.worker(w["id"], 0)
         fresh = KubeLauncher(namespace=NS, kubeconfig=d.cluster.kubeconfig, logs_dir=str(tmp_path))
-        fresh.service_client = lambda: Inventory({})        # the inventory removed kube-gpu-1
+        gone = Inventory({})                                # the inventory removed kube-gpu-1
+        gone.settle()
+        fresh.service_client = lambda: gone
         try:
             assert await fresh.adopt(w) is True
             await d.request("delete", f"/api/v1/namespaces/{NS}/pods/{pod}")
@@ -176,6 +188,7 @@ def test_pods_never_seen_are_judged_by_the_node_the_job_was_placed_on(cluster, t
             await asyncio.sleep(0.05)
         [pod] = [p["metadata"]["name"] for p in d.pods(w["id"])]
         await d.look(3)                                 # running, all ready: nothing to list
+        inventory.settle()
         await d.request("delete", f"/api/v1/namespaces/{NS}/pods/{pod}")
         await d.job_status(w["id"], {"failed": 1, "conditions": [BACKOFF]})
         failed = await d.until("failed", lambda: d.state("failed"))
