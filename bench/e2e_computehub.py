@@ -57,11 +57,12 @@ c.LauncherApp.poll_interval = {poll!r}
 
 
 class ComputeHubSide:
-    def __init__(self, workdir: Path, nodes: int = 16, gpus: int = 8, cpus: int = 64, poll: float = 0.05):
+    def __init__(self, workdir: Path, nodes: int = 16, gpus: int = 8, cpus: int = 64, poll: float = 0.05,
+                 find_escaped: bool = True):
         self.dir = Path(workdir)
         self.hub = RealHub(self.dir, extra_service_config=service_config(nodes, gpus, cpus, poll))
         self.launcher: subprocess.Popen | None = None
-        self.poll = poll
+        self.poll, self.find_escaped = poll, find_escaped
 
     def start(self) -> "ComputeHubSide":
         self.hub.start()
@@ -69,7 +70,8 @@ class ComputeHubSide:
         cfg = self.dir / "launcher_config.py"
         cfg.write_text((self.dir / "computehub_config.py").read_text()
                        + f"\nc.LocalLauncher.home_template = {str(self.dir / 'homes' / '{username}')!r}\n"
-                       + "c.LocalLauncher.allow_launcher_user = True\n")
+                       + "c.LocalLauncher.allow_launcher_user = True\n"
+                       + f"c.LocalLauncher.find_escaped = {self.find_escaped!r}\n")
         env = dict(os.environ, COMPUTEHUB_TOKEN=self.hub.launcher_token, PYTHONPATH=str(ROOT))
         self.launcher_log = open(self.dir / "launcher.log", "ab")
         self.launcher = subprocess.Popen(

@@ -205,6 +205,8 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="runs of each phase on each system (medians shown)")
     ap.add_argument("--nodes", type=int, default=16)
     ap.add_argument("--poll", type=float, default=0.05, help="the ComputeHub launcher's poll interval (s)")
+    ap.add_argument("--find-escaped", choices=("on", "off"), default="on",
+                    help="the local launcher's find_escaped (each start a full fork: bench/README.md)")
     ap.add_argument("--json", metavar="FILE", default=str(RESULTS / "slurm.json"))
     args = ap.parse_args(argv)
     # Stopped with SIGTERM (kill, timeout), leave through the with-blocks below, which stop the
@@ -216,7 +218,7 @@ def main(argv=None) -> int:
     results = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                            "platform": platform.platform()},
                "jobs": args.jobs, "repeat": args.repeat, "nodes": args.nodes, "gpus_per_node": 8,
-               "launcher_poll_s": args.poll,
+               "launcher_poll_s": args.poll, "find_escaped": args.find_escaped == "on",
                "computehub_path": "REST API through the hub's proxy; local launcher", "phases": {}}
     for kind, k in phases:
         results["phases"][f"{kind}-{k}sub"] = {"jobs": args.jobs}
@@ -227,7 +229,7 @@ def main(argv=None) -> int:
                        lambda k, gpu, tag: slurm_phase(c, args.jobs, k, gpu, tag))
     if args.only != "slurm":
         with tempfile.TemporaryDirectory(prefix="chbench-ch-") as d, \
-                ComputeHubSide(Path(d), args.nodes, poll=args.poll) as ch:
+                ComputeHubSide(Path(d), args.nodes, poll=args.poll, find_escaped=args.find_escaped == "on") as ch:
             print(f"ComputeHub up: {args.nodes} nodes × 8 GPUs (simulated), launcher poll {args.poll:g} s", flush=True)
             run_phases(results, "computehub", "service", phases, args.repeat,
                        lambda k, gpu, tag: ch.phase(args.jobs, k, gpu, tag))
