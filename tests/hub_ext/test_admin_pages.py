@@ -41,6 +41,19 @@ def login(page, hub, url: str, user: str) -> None:
     page.wait_for_url(url)
 
 
+def signed_in(browser, hub, url: str, user: str):
+    """A new browser context and page, signed in as ``user`` at ``url``."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = ctx.new_page()
+    page.set_default_timeout(20_000)
+    try:
+        login(page, hub, url, user)
+    except BaseException:
+        ctx.close()
+        raise
+    return ctx, page
+
+
 def test_admin_edits_quota_and_drains_node(admin_hub, browser, tmp_path):
     hub = admin_hub
     ada = hub.tokens["ada"]

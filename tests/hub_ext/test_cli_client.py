@@ -64,6 +64,16 @@ def submit(hub, submitted, user: str, *args: str) -> dict:
     return w
 
 
+def admitted(hub, submitted, user: str, *args: str) -> dict:
+    """Submitted with ``computehub submit`` and admitted (within 15 s)."""
+    w = submit(hub, submitted, user, *args)
+    deadline = time.time() + 15
+    while hub.call("GET", f"/workloads/{w['id']}", hub.tokens[user]).json()["state"] != "admitted":
+        assert time.time() < deadline, "not admitted"
+        time.sleep(0.1)
+    return w
+
+
 def test_submit_queue_and_cancel(hub, submitted):
     gang = ("--kind", "batch", "--gpus", "4", "--workers", "2", "--time", "2h")
     first = submit(hub, submitted, "alice", *gang, "--name", "cli-first", "--checkpoint-every", "20m")
@@ -109,11 +119,7 @@ def test_submit_queue_and_cancel(hub, submitted):
 
 
 def test_queue_says_when_running_work_last_saved_a_checkpoint(hub, submitted):
-    w = submit(hub, submitted, "alice", "--kind", "batch", "--cpu", "100m", "--name", "cli-saver")
-    deadline = time.time() + 15
-    while hub.call("GET", f"/workloads/{w['id']}", hub.tokens["alice"]).json()["state"] != "admitted":
-        assert time.time() < deadline, "not admitted"
-        time.sleep(0.1)
+    w = admitted(hub, submitted, "alice", "--kind", "batch", "--cpu", "100m", "--name", "cli-saver")
     r = hub.call("POST", f"/workloads/{w['id']}/status", hub.launcher_token, json={"state": "running"})
     assert r.status_code == 200, r.text
     row = next(r for r in ok(cli(hub, "alice", "queue")).splitlines() if r.startswith(w["id"]))
@@ -199,11 +205,7 @@ def test_a_node_cordoned_in_kubernetes_is_shown_so_and_not_undrained_here(hub):
 
 
 def test_usage(hub, submitted):
-    w = submit(hub, submitted, "alice", "--gpus", "1", "--queue", "vision", "--name", "usage-run")
-    deadline = time.time() + 15
-    while hub.call("GET", f"/workloads/{w['id']}", hub.tokens["alice"]).json()["state"] != "admitted":
-        assert time.time() < deadline, "never admitted"
-        time.sleep(0.1)
+    w = admitted(hub, submitted, "alice", "--gpus", "1", "--queue", "vision", "--name", "usage-run")
     time.sleep(1.1)                       # a GPU-second or so to count
     ok(cli(hub, "alice", "cancel", w["id"]))
     data = json.loads(ok(cli(hub, "alice", "usage", "--json", "--since", "1d", "--by", "queue")))

@@ -11,7 +11,7 @@ import time
 
 import pytest
 from playwright import sync_api
-from test_admin_pages import login
+from test_admin_pages import signed_in
 from test_authz import call, wait_state
 
 pytestmark = pytest.mark.slow
@@ -37,11 +37,8 @@ def _api_rows(hub, user: str, by: str) -> dict:
 def test_usage_page_and_csv_show_what_each_may_see(hub, browser):
     alices, bobs = _held(hub, "alice", 1.2), _held(hub, "bob", 0.6)
     api = _api_rows(hub, "ada", "workload")
-    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
-    page = ctx.new_page()
-    page.set_default_timeout(20_000)
+    ctx, page = signed_in(browser, hub, hub.service_url + "/usage?days=1&by=workload", "ada")
     try:
-        login(page, hub, hub.service_url + "/usage?days=1&by=workload", "ada")
         assert page.locator("h1").inner_text() == "GPU usage and cost"
         assert "everyone's" in page.locator("p.lead").inner_text()
         sync_api.expect(page.locator("nav a[aria-current=page]")).to_have_text("Usage")
@@ -74,11 +71,8 @@ def test_usage_page_and_csv_show_what_each_may_see(hub, browser):
     finally:
         ctx.close()
 
-    ctx = browser.new_context()
-    page = ctx.new_page()
-    page.set_default_timeout(20_000)
+    ctx, page = signed_in(browser, hub, hub.service_url + "/", "alice")
     try:
-        login(page, hub, hub.service_url + "/", "alice")
         page.click("a[href$='/usage']")
         page.wait_for_url("**/usage")
         assert "your own" in page.locator("p.lead").inner_text()
