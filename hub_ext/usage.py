@@ -36,6 +36,12 @@ def hours(h: float) -> str:
     return "< 0.01" if 0 < h < 0.005 else f"{h:,.2f}"
 
 
+def cell(text: str) -> str:
+    """A name as a CSV cell a spreadsheet will not run: one that starts like a formula (a user
+    may be named "=HYPERLINK(...)") gets a leading apostrophe, as OWASP advises."""
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
 def whose(caller) -> str:
     if caller.all_teams or caller.on_behalf:
         return "everyone's"
@@ -95,11 +101,13 @@ class UsageCSV(_UsageView):
     @web.authenticated
     async def get(self):
         r = self.report()
+        who = ["user", "queue"] if r["by"] == "workload" else []
         out = io.StringIO()
         w = csv.writer(out)
-        w.writerow([r["by"], "gpu_hours", "cost", "share"])
+        w.writerow([r["by"], *who, "gpu_hours", "cost", "share"])
         for row in r["rows"]:
-            w.writerow([row[r["by"]], f"{row['gpu_hours']:.6f}", f"{row['cost']:.6f}", f"{row['share']:.6f}"])
+            w.writerow([cell(row[r["by"]]), *(cell(row.get(k, "")) for k in who), f"{row['gpu_hours']:.6f}",
+                        f"{row['cost']:.6f}", f"{row['share']:.6f}"])
         self.set_header("Content-Type", "text/csv; charset=UTF-8")
         self.set_header("Content-Disposition", f'attachment; filename="computehub-usage-{r["days"]}d-by-{r["by"]}.csv"')
         self.finish(out.getvalue())

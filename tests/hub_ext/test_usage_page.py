@@ -65,6 +65,7 @@ def test_usage_page_and_csv_show_what_each_may_see(hub, browser):
         assert 'filename="computehub-usage-1d-by-workload.csv"' in r.headers["content-disposition"]
         table = {row["workload"]: row for row in csv.DictReader(io.StringIO(r.text()))}
         assert float(table[alices]["gpu_hours"]) == pytest.approx(api[alices]["gpu_hours"], abs=1e-6)
+        assert (table[alices]["user"], table[alices]["queue"]) == ("alice", "vision")
         # A window the page does not offer: a 400 page that says which it does.
         resp = page.goto(hub.service_url + "/usage?days=3")
         assert resp.status == 400 and "days must be one of 1, 7, 30, 90, not '3'" in page.locator("main").inner_text()
@@ -84,3 +85,10 @@ def test_usage_page_and_csv_show_what_each_may_see(hub, browser):
         assert {row["user"] for row in csv.DictReader(io.StringIO(r.text()))} == {"alice"}
     finally:
         ctx.close()
+
+
+@pytest.mark.parametrize("name,cell", [("alice", "alice"), ("=HYPERLINK(\"x\")", "'=HYPERLINK(\"x\")"),
+                                       ("+1", "'+1"), ("-1", "'-1"), ("@sum", "'@sum"), ("a=b", "a=b")])
+def test_csv_cells_that_look_like_formulas_are_not_formulas(name, cell):
+    from hub_ext.usage import cell as as_cell
+    assert as_cell(name) == cell
