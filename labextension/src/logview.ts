@@ -24,6 +24,7 @@ export class LogFollower {
   /** What to show while there are no lines: the service's words ("no logs recorded …"). */
   message = '';
   private offset: number | null = null;
+  private busy = false; // an update in flight: another one (a poll come early) would read the same bytes
 
   constructor(
     readonly id: string,
@@ -48,6 +49,18 @@ export class LogFollower {
 
   /** Appends what was written since; true if something changed. */
   async update(): Promise<boolean> {
+    if (this.busy) {
+      return false;
+    }
+    this.busy = true;
+    try {
+      return await this.read();
+    } finally {
+      this.busy = false;
+    }
+  }
+
+  private async read(): Promise<boolean> {
     if (this.offset === null) {
       const before = this.text;
       await this.open();

@@ -91,4 +91,15 @@ describe('LogFollower', () => {
     expect(await f.update()).toBe(true);
     expect(f.text).toBe('one\ntwo');
   });
+
+  it('reads each new line once when a poll comes while the last update is still in flight', async () => {
+    const log = new FakeLog();
+    log.text = 'a\n';
+    const f = new LogFollower('w1', log.fetch);
+    await f.open();
+    log.text += 'b\n';
+    const [one, two] = await Promise.all([f.update(), f.update()]);
+    expect([one, two]).toEqual([true, false]);
+    expect(f.lines).toEqual(['a', 'b']);
+  });
 });
