@@ -17,7 +17,7 @@ from scheduler.config_checks import check_number
 from .kube import LABEL_PREFIX, label_value
 from .kube_failures import (NODE_GONE, PodTrouble, disrupted, inventory_state, last_crash, node_gone, not_started,
                             parse_time, pod_trouble, restarts, waiting)
-from .kube_manifests import JOB_INDEX_ANNOTATION, name_of
+from .kube_manifests import JOB_INDEX_ANNOTATION, name_of, placement_nodes
 from .launch_base import Ended, LauncherBackend
 from .service_client import ServiceError
 
@@ -94,7 +94,7 @@ class PodWatch(LauncherBackend):
         if not_started(pod, who, time.time(), 0.0) is None:
             return None
         bound = (pod.get("spec") or {}).get("nodeName")
-        nodes = [bound] if bound else sorted({a.get("node") for a in workload.get("placement") or [] if a.get("node")})
+        nodes = [bound] if bound else sorted(set(placement_nodes(workload)))      # the pod's affinity, as made
         states = {n: await self._node_state(n, max_age=NODE_STATE_TTL) for n in nodes}
         if not nodes or any(st not in STRANDING for st in states.values()):
             return None

@@ -67,7 +67,6 @@ export function sparkline(samples: number[], width = 120, height = 24): SVGSVGEl
 }
 
 export class ComputeHubPanel extends Widget {
-  private logsFor = '';
   private logs: LogFollower | null = null; // the open log, followed while its job may still write
   private logsLive = false;
   private logsAtEnd = true; // the log box was scrolled to its end: it stays there as lines come
@@ -122,17 +121,17 @@ export class ComputeHubPanel extends Widget {
     root.appendChild(this.gpuSection());
     root.appendChild(this.workSection());
     root.appendChild(this.queueSection());
-    if (this.logsFor) {
+    const logs = this.logs;
+    if (logs) {
       const box = el('section', 'jp-ComputeHub-logs');
       const head = el('div', 'jp-ComputeHub-logs-head');
-      const title = el('h3', '', `Logs of ${this.logsFor}${this.logsLive ? ' (following)' : ''}`);
+      const title = el('h3', '', `Logs of ${logs.id}${this.logsLive ? ' (following)' : ''}`);
       title.id = 'computehub-logs-title';
       const close = el('button', 'jp-ComputeHub-button', 'Close');
-      close.setAttribute('aria-label', `Close the logs of ${this.logsFor}`);
+      close.setAttribute('aria-label', `Close the logs of ${logs.id}`);
       close.dataset.focusKey = 'logs-close';
-      const shown = this.logsFor;
+      const shown = logs.id;
       close.onclick = () => {
-        this.logsFor = '';
         this.logs = null;
         this.focusAfterRender = `logs:${shown}`;
         this.render();
@@ -142,7 +141,7 @@ export class ComputeHubPanel extends Widget {
       box.appendChild(head);
       // A box that scrolls: reachable with Tab so the keyboard can scroll it.
       const before = this.content.querySelector<HTMLElement>('.jp-ComputeHub-logs-text');
-      const pre = el('pre', 'jp-ComputeHub-logs-text', this.logs?.text ?? '');
+      const pre = el('pre', 'jp-ComputeHub-logs-text', logs.text);
       pre.tabIndex = 0;
       pre.setAttribute('role', 'region');
       pre.setAttribute('aria-labelledby', title.id);
@@ -346,7 +345,6 @@ export class ComputeHubPanel extends Widget {
 
   private async showLogs(id: string): Promise<void> {
     const logs = new LogFollower(id, fetchLogPiece);
-    this.logsFor = id;
     this.logs = logs;
     this.logsAtEnd = true;
     const w = this.store.report?.workloads.find(x => x.id === id);
