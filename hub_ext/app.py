@@ -24,7 +24,7 @@ from traitlets.config import Application
 
 from jupyterhub.services.auth import HubOAuthCallbackHandler
 from scheduler import EngineConfig, Scheduler, StoreUnavailable
-from scheduler.model import PENDING
+from scheduler.model import HELD, PENDING
 from scheduler.store.exclusive import LostExclusivity
 
 from . import api_admin as A
@@ -269,7 +269,7 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Deadlines,
                                                  "eta_seconds", "eta_reason", "eta_earliest")})
             else:
                 d["placement"] = [a.to_dict() for a in w.placement]
-                d["reason"] = w.reason
+                d["reason"] = self.sched.waits_for(w) if w.state == HELD else w.reason
             out.append(d)
         return out
 

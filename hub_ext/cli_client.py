@@ -149,6 +149,7 @@ class SubmitApp(ClientCommand):
 computehub submit --gpus 2 --time 4h --name resnet
 computehub submit --gpus 4 --workers 2 --gpu-model a100 --queue vision --time 1d
 computehub submit --kind batch --gpus 1 --cpu 8 --memory 64Gi --time 90m
+computehub submit --gpus 1 --after w0000042,w0000043:any
 """
     gpus = Int(1, help="GPUs per worker (count).").tag(config=True)
     gpu_model = Unicode("", help="GPU model, e.g. a100 (default: any).").tag(config=True)
@@ -163,12 +164,16 @@ computehub submit --kind batch --gpus 1 --cpu 8 --memory 64Gi --time 90m
         "How often the job saves a checkpoint (seconds or 30m, 1h): it is then swapped out for "
         "shorter work only just after one (default: its priority class's).")).tag(config=True)
     workload_name = Unicode("", help="A name for the workload (text).").tag(config=True)
+    after = Unicode("", help=(
+        "Run after these workloads of yours: ids separated by commas, each with :ok (the default: it "
+        "finished), :any (it ended) or :failed (it ended without finishing). Until then it is held; "
+        "if one ends otherwise it is cancelled, saying why.")).tag(config=True)
     kind = Enum(list(KINDS), default_value="training", help="Kind of workload.").tag(config=True)
 
     aliases = {**ClientCommand.aliases, "gpus": "SubmitApp.gpus", "gpu-model": "SubmitApp.gpu_model",
                "workers": "SubmitApp.workers", "cpu": "SubmitApp.cpu", "memory": "SubmitApp.memory",
                "queue": "SubmitApp.queue", "priority": "SubmitApp.priority", "time": "SubmitApp.time_limit",
-               "checkpoint-every": "SubmitApp.checkpoint_every",
+               "checkpoint-every": "SubmitApp.checkpoint_every", "after": "SubmitApp.after",
                "name": "SubmitApp.workload_name", "kind": "SubmitApp.kind"}
 
     def spec(self) -> dict:
@@ -187,6 +192,8 @@ computehub submit --kind batch --gpus 1 --cpu 8 --memory 64Gi --time 90m
             spec["time_limit"] = parse_duration(self.time_limit, "--time")
         if self.checkpoint_every:
             spec["checkpoint_every"] = parse_duration(self.checkpoint_every, "--checkpoint-every")
+        if self.after.strip():
+            spec["after"] = [x.strip() for x in self.after.split(",") if x.strip()]
         return spec
 
     def run(self):
@@ -195,7 +202,7 @@ computehub submit --kind batch --gpus 1 --cpu 8 --memory 64Gi --time 90m
         if self.json:
             return self.emit(w)
         wait = (" (an admin must approve it first: see 'computehub approvals')"
-                if w["state"] == "awaiting_approval" else "")
+                if w["state"] == "awaiting_approval" else f" ({w['reason']})" if w["state"] == "held" else "")
         total = (w.get("resources") or {}).get("gpu", 0) * w.get("workers", 1)
         print(f"{w['id']}  {w['state']}  queue {w['queue']}, {gpus_of(w)} GPU{'' if total == 1 else 's'}, "
               f"priority {w['priority']}{wait}")
@@ -203,9 +210,10 @@ computehub submit --kind batch --gpus 1 --cpu 8 --memory 64Gi --time 90m
 
 
 def explain_pending(ch: ComputeHubClient, items: list[dict]) -> None:
-    """Adds to each pending workload (the first EXPLAIN_AT_MOST) its ``explanation``: position,
-    ETA and why it waits, which only ``GET workloads/{id}`` gives."""
-    for w in [w for w in items if w["state"] == "pending"][:EXPLAIN_AT_MOST]:
+    """Adds to each pending or held workload (the first EXPLAIN_AT_MOST) its ``explanation``:
+    position, ETA and why it waits (held: what it still runs after), which only
+    ``GET workloads/{id}`` gives."""
+    for w in [w for w in items if w["state"] in ("pending", "held")][:EXPLAIN_AT_MOST]:
         try:
             w["explanation"] = ch.get(w["id"]).get("explanation")
         except ComputeHubError as e:
@@ -253,7 +261,7 @@ computehub queue --json
             else:
                 eta = ""
                 nodes = ", ".join(f"{p['node']}:{','.join(map(str, p['gpus']))}" for p in w.get("placement", []))
-                reason = w.get("reason") or (f"on {nodes}" if nodes else "")
+                reason = e.get("reason") or w.get("reason") or (f"on {nodes}" if nodes else "")
                 saved, started = w.get("checkpointed_at"), w.get("started_at")
                 if w["state"] == "running" and saved and started and saved >= started:
                     reason += f"{'; ' if reason else ''}checkpoint saved {human_duration(now - saved)} ago"

@@ -40,6 +40,7 @@ class RunApp(SubmitApp):
     examples = """
 computehub run --gpus 2 --time 2h -- python train.py --lr 0.1
 computehub run --workers 2 --gpus 1 -- python ddp.py
+computehub run --gpus 1 --after w0000042 -- python evaluate.py
 """
 
     def run(self):
@@ -52,7 +53,8 @@ computehub run --workers 2 --gpus 1 -- python ddp.py
         w = self.client().submit(**spec)
         if self.json:
             return self.emit(w)
-        print(f"{w['id']}  {w['state']}  queue {w['queue']}, {gpus_of(w)} GPU(s)")
+        held = f" ({w['reason']})" if w["state"] == "held" else ""
+        print(f"{w['id']}  {w['state']}  queue {w['queue']}, {gpus_of(w)} GPU(s){held}")
         print(f"follow it: computehub logs {w['id']} --follow   cancel it: computehub cancel {w['id']}")
 
     def args(self):
@@ -126,7 +128,7 @@ class JobsApp(ClientCommand):
         if self.all:
             # The latest first from the service (a year of history is never read whole),
             # shown oldest to newest so the newest end up next to the prompt.
-            answer = ch.list(user=me, state=["pending", "awaiting_approval", "admitted", "running",
+            answer = ch.list(user=me, state=["held", "pending", "awaiting_approval", "admitted", "running",
                                              "preempting", "cancelling", "reclaiming", *TERMINAL],
                              kind=JOB_KINDS, order="newest", limit=self.limit)
             items, total = answer["workloads"][::-1], answer["total"]

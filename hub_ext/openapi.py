@@ -91,6 +91,12 @@ def document(version: str) -> dict:
                                          "description": "Seconds of progress between the job's checkpoints "
                                                         "(default: its priority class's); swaps for shorter "
                                                         "work of its team wait until it has just saved"},
+                    "after": {"type": "array", "maxItems": 64, "items": {
+                        "type": "string", "pattern": "^w?[0-9]{1,12}(:(ok|any|failed))?$"},
+                        "description": "Workloads of the same user to run after: each id with :ok (the default: "
+                                       "it finished), :any (it ended) or :failed (it ended without finishing). "
+                                       "Until then the workload is `held`; if one ends otherwise it is "
+                                       "cancelled, saying why. Not for notebooks."},
                     "node_selector": _LABELS, "user": _NAME, "metadata": {
                         "type": "object",
                         "description": "Free-form data for the launcher (metadata.job) and for you; the keys "
@@ -100,6 +106,12 @@ def document(version: str) -> dict:
                              "properties": {"id": {"type": "string"}, "state": {"type": "string"},
                                             "user": {"type": "string"}, "queue": {"type": "string"},
                                             "position": {"type": "integer"},
+                                            "after": {"type": "array", "items": {"type": "string"},
+                                                      "description": "what it runs after, as id:condition"},
+                                            "eligible_at": {"type": "number", "nullable": True,
+                                                            "description": "when the work it runs after let it "
+                                                            "join the line (UNIX time); its wait counts from "
+                                                            "then; null: from its submission"},
                                             "checkpointed_at": {"type": "number", "nullable": True,
                                                                 "description": "when the running work last "
                                                                 "reported a saved checkpoint (UNIX time)"},

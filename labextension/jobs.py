@@ -25,7 +25,7 @@ import urllib.request
 
 SERVICE = "services/computehub"
 TERMINAL = ("finished", "failed", "cancelled", "preempted", "reclaimed", "rejected")
-WAITING = ("pending", "awaiting_approval")
+WAITING = ("pending", "held", "awaiting_approval")
 JOB_KINDS = ("training", "batch", "inference")
 EXPLAIN_AT_MOST = 50     # waiting jobs whose reason %jobs asks for (one request each)
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -160,12 +160,12 @@ class Client:
         params = {"user": me, "kind": JOB_KINDS, "limit": 1000}
         if include_ended:
             # Newest first from the service, so a long history is never read whole.
-            params.update(state=["pending", "awaiting_approval", "admitted", "running", "preempting", "cancelling",
-                                 "reclaiming", *TERMINAL],
+            params.update(state=["held", "pending", "awaiting_approval", "admitted", "running", "preempting",
+                                 "cancelling", "reclaiming", *TERMINAL],
                           order="newest", limit=limit)
         items = self.request("GET", "workloads", params=params)["workloads"]
         # Why a waiting one waits (and its position, ETA): only GET workloads/{id} says.
-        for w in [w for w in items if w["state"] == "pending"][:EXPLAIN_AT_MOST]:
+        for w in [w for w in items if w["state"] in ("pending", "held")][:EXPLAIN_AT_MOST]:
             try:
                 w["explanation"] = self.request("GET", f"workloads/{urllib.parse.quote(w['id'], safe='')}")\
                     .get("explanation")
@@ -195,8 +195,10 @@ class Client:
 def job_spec(command, *, kind: str = "training", script: str | None = None, gpus: int = 1,
              gpu_model: str | None = None, workers: int = 1, cpu=None, memory=None, queue: str | None = None,
              priority: str | None = None, time_limit=None, name: str | None = None, workdir: str | None = None,
-             port: int | None = None, checkpoint_every=None) -> dict:
-    """The submission for a job (``POST workloads``), checked here so mistakes get one clear line."""
+             port: int | None = None, checkpoint_every=None, after=None) -> dict:
+    """The submission for a job (``POST workloads``), checked here so mistakes get one clear line.
+    ``after``: jobs (``Job`` handles or ids, a list or one text with commas) it runs after, each id
+    optionally with ``:any`` or ``:failed``; it is held until they have ended as asked."""
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
         raise JobError(f"gpus must be a whole number 0 or more, not {gpus!r}")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -222,7 +224,23 @@ def job_spec(command, *, kind: str = "training", script: str | None = None, gpus
         spec["time_limit"] = parse_duration(time_limit, "time limit")
     if checkpoint_every not in (None, ""):
         spec["checkpoint_every"] = parse_duration(checkpoint_every, "checkpoint interval")
+    if after not in (None, "", []):
+        spec["after"] = after_ids(after)
     return spec
+
+
+def after_ids(after) -> list[str]:
+    """``after`` as the service takes it: a list of ids (with their conditions)."""
+    items = after if isinstance(after, (list, tuple)) else [after]
+    out = []
+    for item in items:
+        if isinstance(item, Job):
+            out.append(item.id)
+        elif isinstance(item, str):
+            out.extend(x.strip() for x in item.split(",") if x.strip())
+        else:
+            raise JobError(f"after takes jobs or their ids (like w0000042), not {item!r}")
+    return out
 
 
 def script_command(script: str, args=()) -> list[str]:
@@ -289,7 +307,7 @@ class Job:
 def submit(script: str, *args: str, client: Client | None = None, **options) -> Job:
     """Submit ``script`` (a .py file runs with this interpreter) with ``args`` as a training job.
     Options: gpus, gpu_model, workers, cpu, memory, queue, priority, time_limit, checkpoint_every, name,
-    workdir."""
+    workdir, after (jobs it runs after)."""
     return (client or Client()).submit_spec(job_spec(script_command(script, args), **options))
 
 

@@ -51,6 +51,8 @@ def describe(w: dict, lines: list[str] | None = None) -> tuple[str, str]:
         return f"{name}: queued, {where}, {eta}", ex.get("reason") or w.get("reason") or ""
     if state == "awaiting_approval":
         return f"{name}: waiting for an admin's approval in {w['queue']}", w.get("reason") or ""
+    if state == "held":
+        return f"{name}: held in {w['queue']}", ex.get("reason") or w.get("reason") or ""
     where = "; ".join(f"{a['node']} GPU {','.join(map(str, a['gpus'])) or '-'}" for a in w.get("placement") or [])
     if state == "admitted":
         return f"{name}: starting on {where or 'a node'}", ""
@@ -149,6 +151,9 @@ def _common(f):
                                                           "or 30m, 1h. Swaps for shorter work then wait until "
                                                           "it has just saved (default: its class's)."),
         argument("--name", default=None, help="A name for the job."),
+        argument("--after", default=None, help="Run after these jobs of yours: ids separated by commas "
+                                               "({job.id} works), each with :ok (the default: it finished), "
+                                               ":any or :failed. It is held until then."),
     ]):
         f = a(f)
     return f
@@ -181,7 +186,7 @@ class ComputeHubMagics(Magics):
         if args.gpus < 0:
             raise UsageError(f"--gpus must be 0 or more, not {args.gpus}")
         opts = dict(gpus=args.gpus, gpu_model=args.gpu_model, cpu=args.cpu, memory=args.memory,
-                    queue=args.queue, priority=args.priority, name=args.name)
+                    queue=args.queue, priority=args.priority, name=args.name, after=args.after)
         for given, key, what in ((args.time, "time_limit", "--time"),
                                  (args.checkpoint_every, "checkpoint_every", "--checkpoint-every")):
             if given is not None:
@@ -222,6 +227,7 @@ class ComputeHubMagics(Magics):
 
           %submit --gpus 2 --time 2h train.py --lr 0.1
           %submit --workers 2 --gpus 1 ddp.py
+          %submit --gpus 1 --after {prep.id} evaluate.py
           %%submit --gpus 1 --name sweep
           print("hello from a job")
         """

@@ -15,7 +15,7 @@ from urllib.parse import quote, urlencode
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
 TERMINAL = ("finished", "failed", "cancelled", "preempted", "reclaimed", "rejected")
-WAITING = ("pending", "awaiting_approval")
+WAITING = ("pending", "held", "awaiting_approval")
 RECENT_ENDED = 5      # ended workloads shown after the live ones
 
 

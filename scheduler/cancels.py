@@ -18,7 +18,7 @@ bounded by the service's stop deadline (stop_deadline.py).
 from __future__ import annotations
 
 from .errors import Conflict
-from .model import (ADMITTED, AWAITING_APPROVAL, CANCELLED, CANCELLING, ENDS_AS, PENDING, PREEMPTING, RECLAIMING,
+from .model import (ADMITTED, AWAITING_APPROVAL, CANCELLED, CANCELLING, ENDS_AS, HELD, PENDING, PREEMPTING, RECLAIMING,
                     RUNNING, STOP_REASON, STOPPING_SINCE, TERMINAL, Workload, leaving)
 
 
@@ -41,8 +41,9 @@ class Cancels:
             return w                     # it is being stopped already, and ends once it has
         now = self._now(now)
         with self._tx():
-            if w.state in (PENDING, AWAITING_APPROVAL):
+            if w.state in (PENDING, AWAITING_APPROVAL, HELD):
                 self.state.pending.pop(w.id, None)
+                self.state.held.pop(w.id, None)
                 w.state, w.ended_at, w.reason = CANCELLED, now, reason
                 self.store.put_workload(w)
                 self._event(now, "cancelled", w, reason)

@@ -13,6 +13,7 @@ import time as _time
 from . import ledger, preemption, reclaim, validation
 from .durable import DurableMemory
 from .cancels import Cancels
+from .dependencies import Dependencies
 from .start_deadline import StartDeadline
 from .stop_deadline import StopDeadline
 from .engine import CycleResult, EngineConfig
@@ -24,7 +25,7 @@ from .store import MemoryStore, Store
 from .submissions import SubmissionsMixin
 
 
-class Scheduler(DurableMemory, Cancels, StartDeadline, StopDeadline, SubmissionsMixin):
+class Scheduler(DurableMemory, Cancels, Dependencies, StartDeadline, StopDeadline, SubmissionsMixin):
     def __init__(self, store: Store | None = None, config: EngineConfig | None = None,
                  clock=_time.time, prices: dict[str, float] | None = None):
         self.store = store if store is not None else MemoryStore()
@@ -279,6 +280,7 @@ class Scheduler(DurableMemory, Cancels, StartDeadline, StopDeadline, Submissions
         decides inside the transaction: if the database is down, memory is left as it was."""
         now = self._now(now)
         with self._tx():
+            self.release_held(now)
             res = self.engine.cycle(now)
             for v, _ in res.preempted:
                 if v.state in TERMINAL:         # released at once (replay) and not requeued

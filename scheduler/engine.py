@@ -234,7 +234,7 @@ class Engine(MakingRoom):
         stretch = self.config.oversize_reservation_stretch
         if stretch <= 0:
             return math.inf
-        return w.submitted_at + (stretch - 1) * (w.time_limit or self.config.assumed_limit)
+        return w.eligible_since + (stretch - 1) * (w.time_limit or self.config.assumed_limit)
 
     def _known_to_fail(self, w: Workload, cls: PriorityClass, shape: tuple, rsv, res: CycleResult) -> bool:
         """Fast path for a long tail of pending work: its shape already failed to place

@@ -18,7 +18,7 @@ from . import preemption
 from .backfill import expected_end
 from .blockers import CAPACITY, NO_NODE, RESERVED, Blocker
 from .engine import Engine
-from .model import PENDING, TERMINAL, Workload
+from .model import HELD, PENDING, TERMINAL, Workload
 from .resources import GPU, fmt_amount
 from .state import ClusterState
 
@@ -35,6 +35,9 @@ def positions(order: list[Workload], w: Workload) -> tuple[int, int, int, int]:
 
 def explain(sched, w: Workload, now: float) -> dict:
     out = {"id": w.id, "state": w.state, "queue": w.queue, "priority": w.priority}
+    if w.state == HELD:
+        out["reason"] = sched.waits_for(w)
+        return out
     if w.state != PENDING:
         out["reason"] = w.reason or w.state
         return out
@@ -87,7 +90,7 @@ def _held_until(sched, w: Workload) -> str:
     after = sched.engine.reserves_oversize_after(w)
     if after == float("inf"):
         return " (none are held for it)"
-    wait = after - w.submitted_at
+    wait = after - w.eligible_since
     span = f"{wait / 60:.0f} min" if wait < 7200 else f"{wait / 3600:.3g} h"
     return f" (none are held for it until it has waited {span})"
 
@@ -117,7 +120,7 @@ def estimate_start(sched, target: Workload, now: float,
     eng.fairshare.load(sched.engine.fairshare.time, sched.engine.fairshare.usage)
     t, first, woke = now, None, False
     delay = cfg.preemption_delay
-    delay_ends = target.submitted_at + delay if delay else None    # it may preempt from then on
+    delay_ends = target.eligible_since + delay if delay else None    # it may preempt from then on
     for step in range(MAX_STEPS):
         res = eng.cycle(t)
         if step == 0:

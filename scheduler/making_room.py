@@ -20,8 +20,8 @@ class MakingRoom:
         if self._victims is None:
             self._victims = preemption.VictimIndex(st, now)
         delay = self.config.preemption_delay
-        if delay and now - w.submitted_at < delay and st.tree.within_guarantee(w.queue, w.total) is not None:
-            self._victims.wake(w.submitted_at + delay)      # replay: look again once it may
+        if delay and now - w.eligible_since < delay and st.tree.within_guarantee(w.queue, w.total) is not None:
+            self._victims.wake(w.eligible_since + delay)      # replay: look again once it may
             return False
         if self.config.order in policies.SERVICE_ORDERS:
             cfg = self.config

@@ -34,6 +34,7 @@ SCHEDULER_METADATA = ("status", "ran_s", "preempted_by", "moved_for", QUEUED_AT,
 
 AWAITING_APPROVAL = "awaiting_approval"  # accepted, above its queue's approval threshold
 PENDING = "pending"          # accepted, waiting for admission
+HELD = "held"                # accepted, waits for the work it runs after (``after``) to end
 ADMITTED = "admitted"        # placement assigned, resources held, launcher starting it
 RUNNING = "running"          # the launcher reports it running
 PREEMPTING = "preempting"    # chosen as a victim; holds resources until it has stopped
@@ -255,7 +256,11 @@ class Workload:
     ``checkpoint_seen_every``: the interval between its last two reports in
     one run (seconds), which beats any declared interval. ``saves_on_stop``:
     it was seen saving a checkpoint when told to stop (SIGTERM), so a
-    preemption loses only its restart.
+    preemption loses only its restart. ``after``: the workloads it runs after,
+    each ``"<id>:<condition>"`` (``dependencies``); until they have ended as asked
+    it is ``held``. ``eligible_at``: when it joined the line, if later than its
+    submission (its dependencies let it go then); ordering counts its wait from
+    then, as Slurm's age factor counts from a job's eligible time.
     """
 
     id: str
@@ -272,6 +277,8 @@ class Workload:
     checkpoint_every: float | None = None
     name: str = ""
     submitted_at: float = 0.0
+    after: list[str] = field(default_factory=list)
+    eligible_at: float | None = None
     state: str = PENDING
     placement: list[Assignment] = field(default_factory=list)
     admitted_at: float | None = None
@@ -304,6 +311,11 @@ class Workload:
         return float(self.metadata.get(QUEUED_AT, self.submitted_at))
 
     @property
+    def eligible_since(self) -> float:
+        """When it could first run: its submission, or when the work it runs after let it."""
+        return self.submitted_at if self.eligible_at is None else self.eligible_at
+
+    @property
     def flavor(self) -> str:
         """The GPU flavor it asked for ('any' when no model; ``Scheduler`` books its nodes' model)."""
         return self.gpu_model or ("any" if self.request.get("gpu") else "none")
@@ -314,6 +326,7 @@ class Workload:
         d["node_selector"] = dict(self.node_selector)
         d["metadata"] = dict(self.metadata)
         d["placement"] = [a.to_dict() for a in self.placement]
+        d["after"] = list(self.after)
         return d
 
     @classmethod

@@ -69,7 +69,8 @@ def _by_policy(st, cfg, fs, now: float) -> list[Workload]:
         def key(w: Workload):
             # policies.expansion, inlined.
             limit = w.time_limit or assumed
-            waited = now - w.submitted_at
+            e = w.eligible_at        # Workload.eligible_since, inlined
+            waited = now - (w.submitted_at if e is None else e)
             xf = ((waited if waited > 0 else 0.0) + limit) / limit
             q = w.queue
             u = ushare[q].get(w.user)

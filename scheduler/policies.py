@@ -67,7 +67,7 @@ def expansion(w: Workload, now: float, assumed: float) -> float:
     """Maui's expansion factor (wait + limit) / limit: 1 on arrival, growing faster for short
     declared limits; ``assumed`` seconds stand in for a missing limit."""
     limit = w.time_limit if w.time_limit else assumed
-    return (max(0.0, now - w.submitted_at) + limit) / limit
+    return (max(0.0, now - w.eligible_since) + limit) / limit
 
 
 def las_level(w: Workload, now: float, thresholds) -> int:

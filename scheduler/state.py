@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 
 from .inventory import Inventory
-from .model import HOLDING, PENDING, QUEUED_AT, NodeSpec, PriorityClass, QueueSpec, Workload, leaving
+from .model import HELD, HOLDING, PENDING, QUEUED_AT, NodeSpec, PriorityClass, QueueSpec, Workload, leaving
 from .quota import QueueTree
 from .resources import CPU, MEMORY
 
@@ -59,6 +59,7 @@ class ClusterState:
         self.inventory.managed_models = self.tree.managed_models()
         self.workloads: dict[str, Workload] = {}
         self.pending = PendingWork()
+        self.held = PendingWork()       # waiting for the work they run after (dependencies.py)
         self.holding: dict[str, Workload] = {}
 
     # --- workloads -----------------------------------------------------------
@@ -68,6 +69,8 @@ class ClusterState:
         self.workloads[w.id] = w
         if w.state == PENDING:
             self.pending[w.id] = w
+        elif w.state == HELD:
+            self.held[w.id] = w
         elif w.state in HOLDING:
             self._charge(w, 1)
             self.holding[w.id] = w
@@ -77,6 +80,7 @@ class ClusterState:
     def forget(self, w: Workload) -> None:
         self.workloads.pop(w.id, None)
         self.pending.pop(w.id, None)
+        self.held.pop(w.id, None)
 
     def allocate(self, w: Workload, placement, now: float, state: str) -> None:
         self.pending.pop(w.id, None)

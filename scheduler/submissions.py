@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from . import validation
 from .errors import Conflict, SchedulerError, TooManyWaiting
-from .model import AWAITING_APPROVAL, PENDING, REJECTED, Event, Workload
+from .model import AWAITING_APPROVAL, HELD, PENDING, REJECTED, Event, Workload
 from .resources import fmt_amount, label, render
 
 
@@ -84,6 +84,9 @@ class SubmissionsMixin:
             try:
                 fields = validation.workload_fields(spec, self.state)
                 w = Workload(id=f"w{seq:07d}", seq=seq, submitted_at=batch.now, **fields)
+                w.state = self.initial_state(w)
+                if w.state == HELD:
+                    w.reason = self.waits_for(w)
                 over = self._needs_approval(w)
                 if over:
                     w.state, w.reason = AWAITING_APPROVAL, over
@@ -103,10 +106,12 @@ class SubmissionsMixin:
 
     def _waiting_by_user(self) -> Counter:
         """How many workloads each user has waiting in line: pending, or accepted and not yet
-        applied (a batch being written). (Work awaiting an admin's approval is not in line.)"""
+        applied (a batch being written), or held until the work it runs after has ended. (Work
+        awaiting an admin's approval is not in line.)"""
         waiting = Counter(self.state.pending.by_user)
+        waiting.update(self.state.held.by_user)
         waiting.update(w.user for w in self._unapplied.values()
-                       if w.state == PENDING and w.id not in self.state.workloads)
+                       if w.state in (PENDING, HELD) and w.id not in self.state.workloads)
         return waiting
 
     def _check_waiting(self, user: str, waiting: Counter) -> None:
@@ -156,20 +161,21 @@ class SubmissionsMixin:
 
     def decide(self, workload_id: str, approve: bool, now=None, actor: str = "",
                reason: str = "") -> Workload:
-        """An admin approves (the workload joins the line, keeping its age) or rejects it."""
+        """An admin approves (the workload joins the line, keeping its age, or, if it runs after
+        other work, is held until the next cycle finds that ended) or rejects it."""
         w = self.get(workload_id)
         if w.state != AWAITING_APPROVAL:
             raise Conflict(f"workload {workload_id} is {w.state}, not awaiting approval")
         now = self._now(now)
         with self._tx():
             if approve:
-                w.state, w.reason = PENDING, ""
+                w.state, w.reason = (HELD, self.waits_for(w)) if w.after else (PENDING, "")
             else:
                 w.state, w.ended_at, w.reason = REJECTED, now, reason or "rejected by an admin"
             self.store.put_workload(w)
             self._event(now, "approved" if approve else "rejected", w, reason, actor=actor)
         if approve:
-            self.state.pending[w.id] = w
+            (self.state.held if w.state == HELD else self.state.pending)[w.id] = w
         else:
             self.state.forget(w)
         return w

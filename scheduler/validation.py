@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 
+from . import dependencies
 from .errors import NotFound, ValidationError
 from .model import DEFAULT_CLASS_FOR_KIND, KINDS, SCHEDULER_METADATA, IdlePolicy, NodeSpec, PriorityClass, QueueSpec
 from .resources import (GPU, flavor_key, fmt_amount, is_flavor, label, parse_count, parse_cpu,
@@ -238,7 +239,7 @@ def workload_fields(d: dict, state) -> dict:
     if not isinstance(d, dict):
         raise ValidationError("a workload must be a mapping")
     allowed = {"user", "queue", "kind", "priority", "resources", "workers", "gpu_model",
-               "node_selector", "time_limit", "checkpoint_every", "name", "metadata"}
+               "node_selector", "time_limit", "checkpoint_every", "name", "metadata", "after"}
     unknown = set(d) - allowed
     if unknown:
         raise ValidationError(f"unknown workload field(s): {', '.join(sorted(unknown))}")
@@ -297,7 +298,7 @@ def workload_fields(d: dict, state) -> dict:
                               "not by a submission; use other names")
     fields = dict(user=user, queue=qname, kind=kind, priority=prio, request=request, workers=workers,
                   gpu_model=model, node_selector=selector, time_limit=time_limit,
-                  checkpoint_every=checkpoint_every, name=name,
+                  checkpoint_every=checkpoint_every, name=name, after=dependencies.parse(d.get("after")),
                   metadata=dict(metadata))
     _check_feasible(fields, qspec, state)
     return fields

@@ -79,12 +79,13 @@ export interface GpuReport {
   devices: GpuDevice[];
 }
 
-export const PENDING_STATES = ['pending', 'awaiting_approval'];
-export const LIVE_STATES = ['awaiting_approval', 'pending', 'admitted', 'running', 'preempting', 'cancelling', 'reclaiming'];
+export const PENDING_STATES = ['pending', 'held', 'awaiting_approval'];
+export const LIVE_STATES = ['awaiting_approval', 'held', 'pending', 'admitted', 'running', 'preempting', 'cancelling', 'reclaiming'];
 
 const STATE_WORDS: { [state: string]: string } = {
   awaiting_approval: "waiting for an admin's approval",
   pending: 'waiting in the queue',
+  held: 'waiting for the jobs it runs after to end',
   admitted: 'GPUs assigned, starting',
   running: 'running',
   preempting: 'being preempted to make room for other work',
@@ -220,10 +221,14 @@ function positionOf(w: Workload): number {
   return w.explanation?.position_in_queue ?? w.position_in_queue ?? Number.MAX_SAFE_INTEGER;
 }
 
-/** "Queued #3 · ~12 min", or "Awaiting approval" for work an admin must approve. */
+/** "Queued #3 · ~12 min", "Awaiting approval" for work an admin must approve, "Held…" for work
+ * that runs after other work. */
 export function queuedSummary(w: Workload): string {
   if (w.state === 'awaiting_approval') {
     return 'Awaiting approval';
+  }
+  if (w.state === 'held') {
+    return 'Held: runs after other jobs';
   }
   const pos = w.explanation?.position_in_queue ?? w.position_in_queue;
   const eta = formatEta(w.explanation?.eta_seconds, w.explanation?.eta_earliest);

@@ -33,3 +33,9 @@ def test_a_job_seen_saving_when_stopped_says_so():
     assert head.endswith(" — checkpoint saved 30s ago — saves when stopped"), head
     head, _ = describe(running(saves_on_stop=True, state="pending", explanation={}))
     assert "saves when stopped" not in head, head
+
+
+def test_held_work_says_what_it_runs_after():
+    w = running(state="held", placement=[], reason="runs after w0000006 finishes (it is pending)",
+                explanation={"reason": "runs after w0000006 finishes (it is running)"})
+    assert describe(w) == ("w0000007 (train): held in vision", "runs after w0000006 finishes (it is running)")

@@ -12,23 +12,21 @@ hand: the kernel reads the IPython kernel config the wheel installs (copied to i
 from __future__ import annotations
 
 import os
-import queue
 import re
 import shutil
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 import requests
-from jupyter_client.manager import KernelManager
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "hub_ext"))
 sys.path.insert(0, str(ROOT / "tests" / "spawner"))
 from realhub import free_port  # noqa: E402
 from launcherhub import kill_jobs, launcher_hub, launcher_pids, wait_for  # noqa: E402
+from kernelrun import Kernel  # noqa: E402
 
 SERVER_SCOPES = ["custom:computehub:submit", "access:services!service=computehub"]
 
@@ -65,79 +63,6 @@ keys = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "CUDA_
 line = " ".join(k + "=" + os.environ[k] for k in keys) + " t=%f" % time.time()
 open("rank-%s.txt" % os.environ["RANK"], "w").write(line)
 """
-
-
-class Kernel:
-    """A real kernel; a reader thread keeps every IOPub message (display updates arrive any time)."""
-
-    def __init__(self, cwd: Path, env: dict):
-        self.km = KernelManager(kernel_name="python3")
-        self.km.start_kernel(cwd=str(cwd), env=env)
-        self.kc = self.km.client()
-        self.kc.start_channels()
-        self.kc.wait_for_ready(timeout=120)
-        self.msgs: list[dict] = []
-        self.lock = threading.Lock()
-        self.done = threading.Event()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self):
-        while not self.done.is_set():
-            try:
-                msg = self.kc.get_iopub_msg(timeout=0.2)
-            except queue.Empty:
-                continue
-            with self.lock:
-                self.msgs.append(msg)
-
-    def run(self, code: str, timeout: float = 60) -> dict:
-        """Run a cell; its stdout, stderr, results and errors (as text)."""
-        msg_id = self.kc.execute(code)
-        while self.kc.get_shell_msg(timeout=timeout)["parent_header"].get("msg_id") != msg_id:
-            pass                                # e.g. the kernel_info reply of wait_for_ready
-
-        def idle():
-            with self.lock:
-                return any(m["msg_type"] == "status" and m["content"]["execution_state"] == "idle"
-                           and m["parent_header"].get("msg_id") == msg_id for m in self.msgs)
-        wait_for("the cell's outputs", idle, timeout)
-        out = {"stdout": "", "stderr": "", "result": "", "error": "", "display_ids": []}
-        with self.lock:
-            mine = [m for m in self.msgs if m["parent_header"].get("msg_id") == msg_id]
-        for m in mine:
-            c = m["content"]
-            if m["msg_type"] == "stream":
-                out[c["name"]] += c["text"]
-            elif m["msg_type"] == "execute_result":
-                out["result"] += c["data"].get("text/plain", "")
-            elif m["msg_type"] == "error":
-                out["error"] += "\n".join(c["traceback"])
-            elif m["msg_type"] == "display_data" and c.get("transient", {}).get("display_id"):
-                out["display_ids"].append(c["transient"]["display_id"])
-        return out
-
-    def value(self, expr: str) -> str:
-        out = self.run(f"print({expr})")
-        assert not out["error"] and not out["stderr"], out
-        return out["stdout"].strip()
-
-    def display_texts(self, display_id: str) -> list[str]:
-        with self.lock:
-            return [m["content"]["data"]["text/plain"] for m in self.msgs
-                    if m["msg_type"] in ("display_data", "update_display_data")
-                    and m["content"].get("transient", {}).get("display_id") == display_id]
-
-    def all_stdout(self) -> str:
-        with self.lock:
-            return "".join(m["content"]["text"] for m in self.msgs
-                           if m["msg_type"] == "stream" and m["content"]["name"] == "stdout")
-
-    def stop(self):
-        self.done.set()
-        self.reader.join(5)
-        self.kc.stop_channels()
-        self.km.shutdown_kernel(now=True)
 
 
 @pytest.fixture(scope="module")
@@ -389,3 +314,26 @@ def test_logs_follow_shows_each_line_once_until_the_job_ends(setup):
     assert [x for x in lines if x.startswith("tick")] == [f"tick {i}" for i in range(12)], lines
     # The job's last line, which it never ended, is shown once the job has ended.
     assert "no newline at the end" in lines and lines[-1] == f"[{wid} finished]", lines
+
+
+def test_a_job_runs_after_the_one_it_names(setup):
+    """`--after {first.id}` (IPython expands it): held while the first runs, started once it has
+    finished; a job after one that can no longer end as asked is refused, saying why."""
+    hub, work, k = setup
+    (work / "step1.py").write_text("import time\ntime.sleep(3)\nopen('step1.txt', 'w').write('done')\n")
+    (work / "step2.py").write_text("print('step2 read', open('step1.txt').read(), flush=True)\n")
+    k.run("first = %submit --gpus 1 step1.py")
+    out = k.run("then = %submit --gpus 1 --after {first.id} step2.py\nthen")
+    wid = job_id(k, out)
+    assert "held" in out["result"], out
+    texts = wait_for("held in the display", lambda: [t for t in k.display_texts(out["display_ids"][0])
+                                                       if ": held in vision" in t], 30)
+    assert f"runs after {k.value('first.id')} finishes" in texts[0], texts
+    out = k.run("w = then.wait(timeout=90, every=0.5)\nprint(w['state'], then.logs()[-1])", timeout=120)
+    assert out["stdout"].split() == ["finished", "step2", "read", "done"], out
+    assert written(work / "step1.txt") == "done"
+    assert hub.call("GET", f"/workloads/{wid}", hub.tokens["alice"]).json()["eligible_at"] is not None
+
+    out = k.run("%submit --gpus 0 --after {then.id}:failed step2.py")     # it finished: refused, saying so
+    assert out["stderr"].strip() == (f"computehub: after: {wid} finished; work to run after it ends without "
+                                     "finishing would never start"), out

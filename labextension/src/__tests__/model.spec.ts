@@ -142,6 +142,11 @@ describe('status bar', () => {
     const borrowing = wl({ state: 'pending', explanation: { position_in_queue: 2, eta_seconds: 7200, eta_earliest: true } });
     expect(queuedSummary(borrowing)).toBe('Queued #2 · ≥ 2 h');
     expect(queuedSummary(wl({ state: 'awaiting_approval' }))).toBe('Awaiting approval');
+    expect(queuedSummary(wl({ state: 'held' }))).toBe('Held: runs after other jobs');
+    // Work in line (with a place) comes before work held for the jobs it runs after.
+    const held = report([wl({ id: 'h', state: 'held' }), pending(5, 60, 'q')]);
+    expect(waiting(held.workloads).map(w => w.id)).toEqual(['q', 'h']);
+    expect(statusText(report([wl({ id: 'h', state: 'held' })]), null, false)).toBe('Held: runs after other jobs');
     const r = report([pending(4, 100, 'a'), wl(), pending(2, 600, 'b')]);
     expect(waiting(r.workloads).map(w => w.id)).toEqual(['b', 'a']);
     expect(statusText(r, null, false)).toBe('Queued #2 · ~10 min (+1)');

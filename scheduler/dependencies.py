@@ -1,0 +1,154 @@
+"""Work that runs after other work (``after``): Slurm's ``--dependency=afterok/afterany/afternotok``.
+
+A submission names up to ``MAX_AFTER`` workloads of the same user, each with a condition:
+``ok`` (the default: it finished, exit code 0), ``any`` (it ended, however) or ``failed`` (it
+ended without finishing: failed, cancelled, preempted for good, reclaimed, rejected). Until
+every condition holds the workload is ``held``: not in line, no position, nothing held for it.
+Each cycle, before deciding, ``release`` looks at held work: once all it runs after has ended
+as asked it joins the line (``eligible_at``: its wait counts from then, so holding work back
+earns it no age); once one of them has ended otherwise it never could, and it is cancelled,
+saying which and how (Slurm's ``kill_invalid_depend``). Work after work cancelled so is
+resolved in the same pass (held work is visited in submission order, and what it runs after
+was submitted before it).
+
+A dependency that already ended at submission is judged then: met, the work is pending at
+once; never to be met, the submission is refused.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .errors import ValidationError
+from .model import CANCELLED, FINISHED, HELD, PENDING, TERMINAL, Workload
+
+MAX_AFTER = 64
+CONDITIONS = {"ok": "finishes", "any": "ends", "failed": "ends without finishing"}
+ENTRY = re.compile(r"^w?(\d{1,12})(?::(ok|any|failed))?\Z")
+GONE = "gone"      # what an ended dependency whose record was purged counts as
+
+
+def parse(value) -> list[str]:
+    """The ``after`` of a submission: a list of workload ids, each optionally ``:ok``, ``:any``
+    or ``:failed``; returned as ``["w0000012:ok", ...]``."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValidationError("after must be a list of workload ids, each optionally with :ok (the default), "
+                              ":any or :failed, e.g. [\"w0000012\", \"w0000013:any\"]")
+    if len(value) > MAX_AFTER:
+        raise ValidationError(f"after names {len(value)} workloads; at most {MAX_AFTER}")
+    out: dict[str, str] = {}
+    for v in value:
+        m = ENTRY.match(v.strip())
+        if not m:
+            raise ValidationError(f"after: {v!r} is not a workload id (like w0000012), optionally with "
+                                  ":ok, :any or :failed")
+        wid, cond = f"w{int(m.group(1)):07d}", m.group(2) or "ok"
+        if out.get(wid, cond) != cond:
+            raise ValidationError(f"after names {wid} twice, with :{out[wid]} and :{cond}")
+        out[wid] = cond
+    return [f"{wid}:{cond}" for wid, cond in out.items()]
+
+
+def split(entry: str) -> tuple[str, str]:
+    wid, _, cond = entry.partition(":")
+    return wid, cond or "ok"
+
+
+def met(cond: str, state: str) -> bool:
+    """Whether a dependency that ended in ``state`` satisfies ``cond``."""
+    if cond == "any":
+        return True
+    return (state == FINISHED) == (cond == "ok") and state != GONE
+
+
+def _ended_words(wid: str, d: Workload | None) -> str:
+    if d is None:
+        return f"{wid}'s record is gone (purged with old history), so how it ended is not known"
+    detail = d.reason if d.state != FINISHED else ""
+    if not detail and d.exit_code not in (None, 0):
+        detail = f"exit code {d.exit_code}"
+    return f"{wid} {d.state}" + (f": {detail}" if detail else "")
+
+
+class Dependencies:
+    """Needs ``state``, ``store``, ``_unapplied``, ``_event`` of the ``Scheduler``."""
+
+    def _dependency(self, wid: str) -> Workload | None:
+        return self.state.workloads.get(wid) or self._unapplied.get(wid) or self.store.get_workload(wid)
+
+    def initial_state(self, w: Workload) -> str:
+        """At submission: PENDING if all ``w`` runs after has ended as asked, else HELD;
+        refused (ValidationError) if one is not the same user's, or never can be."""
+        if not w.after:
+            return PENDING
+        if w.kind == "notebook":
+            raise ValidationError("a notebook cannot run after other work (after); submit a job instead")
+        waiting = False
+        for entry in w.after:
+            wid, cond = split(entry)
+            d = self._dependency(wid)
+            if d is None or d.user != w.user:
+                raise ValidationError(f"after: no workload {wid} of {w.user}'s to run after")
+            if d.state not in TERMINAL:
+                waiting = True
+            elif not met(cond, d.state):
+                raise ValidationError(f"after: {_ended_words(wid, d)}; work to run after it "
+                                      f"{CONDITIONS[cond]} would never start")
+        return HELD if waiting else PENDING
+
+    def release_held(self, now: float) -> tuple[list[Workload], list[Workload]]:
+        """Held work whose dependencies have all ended as asked joins the line; held work one of
+        whose dependencies ended otherwise is cancelled. Call inside the cycle's transaction.
+        Returns (released, cancelled)."""
+        held = self.state.held
+        released: list[Workload] = []
+        cancelled: list[Workload] = []
+        if not held:
+            return released, cancelled
+        ended: dict[str, Workload | None] = {}
+        for w in sorted(held.values(), key=lambda x: x.seq):
+            waiting, never, how = False, "", []
+            for entry in w.after:
+                wid, cond = split(entry)
+                live = self.state.workloads.get(wid)
+                if live is not None and live.state not in TERMINAL:
+                    waiting = True
+                    continue
+                if wid not in ended:
+                    ended[wid] = live or self.store.get_workload(wid)
+                d = ended[wid]
+                if met(cond, d.state if d is not None else GONE):
+                    how.append(f"{wid} {d.state if d is not None else 'ended'}")
+                else:
+                    never = f"{_ended_words(wid, d)}, and this was to run after it {CONDITIONS[cond]}"
+                    break
+            if never:
+                held.pop(w.id)
+                w.state, w.ended_at, w.reason = CANCELLED, now, never
+                self.store.put_workload(w)
+                self._event(now, "cancelled", w, never)
+                self.state.forget(w)
+                ended[w.id] = w
+                cancelled.append(w)
+            elif not waiting:
+                held.pop(w.id)
+                w.state, w.reason, w.eligible_at = PENDING, "", now
+                self.store.put_workload(w)
+                self._event(now, "released", w, "; ".join(how))
+                self.state.pending[w.id] = w
+                released.append(w)
+        return released, cancelled
+
+    def waits_for(self, w: Workload) -> str:
+        """Why held work waits, as of now: what it still runs after, and in what state each is."""
+        parts = []
+        for entry in w.after:
+            wid, cond = split(entry)
+            d = self.state.workloads.get(wid)
+            if d is not None and d.state not in TERMINAL:
+                parts.append(f"{wid} {CONDITIONS[cond]} (it is {d.state.replace('_', ' ')})")
+        return "runs after " + " and ".join(parts) if parts else "its dependencies have ended; it joins the line " \
+            "in the next scheduling cycle"
+
