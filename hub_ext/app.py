@@ -28,6 +28,7 @@ from scheduler.model import HELD, PENDING
 from scheduler.store.exclusive import LostExclusivity
 
 from . import api_admin as A
+from . import api_holds as H
 from . import api_status as S
 from . import api_workloads as W
 from . import usage as U
@@ -199,6 +200,8 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Deadlines,
             (api + rf"/workloads/{wid}/logs", W.WorkloadLogsHandler),
             (api + rf"/workloads/{wid}/status", S.WorkloadStatusHandler),
             (api + rf"/workloads/{wid}/checkpoint", S.WorkloadCheckpointHandler),
+            (api + rf"/workloads/{wid}/hold", H.WorkloadHoldHandler),
+            (api + rf"/workloads/{wid}/release", H.WorkloadReleaseHandler),
             (api + r"/queues", A.QueuesHandler),
             (api + rf"/queues/{name}", A.QueueHandler),
             (api + r"/classes", A.ClassesHandler),

@@ -98,6 +98,8 @@ computehub simulate --trace sample --policy sjf --json
         "queue": ("hub_ext.cli_client.QueueApp",
                   "Your workloads with state, position, ETA and the reason a waiting one waits."),
         "cancel": ("hub_ext.cli_client.CancelApp", "Cancel workloads by id."),
+        "hold": ("hub_ext.cli_client_holds.HoldApp", "Keep waiting workloads from starting until released."),
+        "release": ("hub_ext.cli_client_holds.ReleaseApp", "Let held workloads join the line."),
         "run": ("hub_ext.cli_client_jobs.RunApp", "Run a command as a training job through the queue (-- COMMAND)."),
         "infer": ("hub_ext.cli_client_jobs.InferApp",
                   "Start an inference service through the queue, behind the hub's login (-- COMMAND)."),

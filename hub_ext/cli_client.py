@@ -169,12 +169,16 @@ computehub submit --gpus 1 --after w0000042,w0000043:any
         "finished), :any (it ended) or :failed (it ended without finishing). Until then it is held; "
         "if one ends otherwise it is cancelled, saying why.")).tag(config=True)
     kind = Enum(list(KINDS), default_value="training", help="Kind of workload.").tag(config=True)
+    hold = Bool(False, help="Submit it held: it starts only once released ('computehub release ID').").tag(
+        config=True)
 
     aliases = {**ClientCommand.aliases, "gpus": "SubmitApp.gpus", "gpu-model": "SubmitApp.gpu_model",
                "workers": "SubmitApp.workers", "cpu": "SubmitApp.cpu", "memory": "SubmitApp.memory",
                "queue": "SubmitApp.queue", "priority": "SubmitApp.priority", "time": "SubmitApp.time_limit",
                "checkpoint-every": "SubmitApp.checkpoint_every", "after": "SubmitApp.after",
                "name": "SubmitApp.workload_name", "kind": "SubmitApp.kind"}
+    flags = {**ClientCommand.flags,
+             "hold": ({"SubmitApp": {"hold": True}}, "Submit it held: it starts only once released.")}
 
     def spec(self) -> dict:
         if self.gpus < 0:
@@ -194,6 +198,8 @@ computehub submit --gpus 1 --after w0000042,w0000043:any
             spec["checkpoint_every"] = parse_duration(self.checkpoint_every, "--checkpoint-every")
         if self.after.strip():
             spec["after"] = [x.strip() for x in self.after.split(",") if x.strip()]
+        if self.hold:
+            spec["hold"] = True
         return spec
 
     def run(self):
@@ -287,19 +293,27 @@ computehub cancel w0000042 w0000043
     flags = {}
 
     def run(self, *ids):
-        ch = self.client()
-        rc = 0
-        for wid in ids:
-            try:
-                w = ch.cancel(wid)
-            except ComputeHubError as e:
-                if e.status is None:         # no service: the other ids would fail the same way
-                    raise
-                rc = max(rc, report(e))
-                continue
+        def line(w: dict) -> str:
             then = "  (it is being stopped; its GPUs return once it has)" if w["state"] == "cancelling" else ""
-            print(f"{w['id']}  {w['state']}{then}")
-        return rc
+            return f"{w['id']}  {w['state']}{then}"
+
+        return for_each_id(ids, self.client().cancel, line)
+
+
+def for_each_id(ids, act, line) -> int:
+    """``act(id)`` for each id, printing ``line(answer)``; a refusal is one line on stderr and
+    the others still go ahead (the exit code: 2 if one was the caller's mistake)."""
+    rc = 0
+    for wid in ids:
+        try:
+            w = act(wid)
+        except ComputeHubError as e:
+            if e.status is None:         # no service: the other ids would fail the same way
+                raise
+            rc = max(rc, report(e))
+            continue
+        print(line(w))
+    return rc
 
 
 class UsageApp(ClientCommand):

@@ -192,6 +192,14 @@ class ComputeHubClient:
     def cancel(self, workload_id: str) -> dict:
         return self.request("DELETE", f"workloads/{quote(str(workload_id), safe='')}")
 
+    def hold(self, workload_id: str, reason: str = "") -> dict:
+        """Keep waiting work from starting until ``release``."""
+        return self.request("POST", f"workloads/{quote(str(workload_id), safe='')}/hold",
+                            body={"reason": reason} if reason else {})
+
+    def release(self, workload_id: str) -> dict:
+        return self.request("POST", f"workloads/{quote(str(workload_id), safe='')}/release", body={})
+
     def report_checkpoint(self, workload_id: str, at: float | None = None, on_stop: bool = False) -> dict:
         """Running work saved a checkpoint (at ``at``, a UNIX time; default now); ``on_stop``:
         the save was made because the job was told to stop. Preemption then knows what

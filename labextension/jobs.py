@@ -191,14 +191,23 @@ class Client:
     def cancel(self, workload_id: str) -> dict:
         return self.request("DELETE", f"workloads/{urllib.parse.quote(workload_id, safe='')}")
 
+    def hold(self, workload_id: str, reason: str = "") -> dict:
+        """Keep waiting work from starting until ``release``."""
+        return self.request("POST", f"workloads/{urllib.parse.quote(workload_id, safe='')}/hold",
+                            {"reason": reason} if reason else {})
+
+    def release(self, workload_id: str) -> dict:
+        return self.request("POST", f"workloads/{urllib.parse.quote(workload_id, safe='')}/release", {})
+
 
 def job_spec(command, *, kind: str = "training", script: str | None = None, gpus: int = 1,
              gpu_model: str | None = None, workers: int = 1, cpu=None, memory=None, queue: str | None = None,
              priority: str | None = None, time_limit=None, name: str | None = None, workdir: str | None = None,
-             port: int | None = None, checkpoint_every=None, after=None) -> dict:
+             port: int | None = None, checkpoint_every=None, after=None, hold: bool = False) -> dict:
     """The submission for a job (``POST workloads``), checked here so mistakes get one clear line.
     ``after``: jobs (``Job`` handles or ids, a list or one text with commas) it runs after, each id
-    optionally with ``:any`` or ``:failed``; it is held until they have ended as asked."""
+    optionally with ``:any`` or ``:failed``; it is held until they have ended as asked. ``hold``: it
+    is held until released (``Job.release``)."""
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
         raise JobError(f"gpus must be a whole number 0 or more, not {gpus!r}")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -226,6 +235,8 @@ def job_spec(command, *, kind: str = "training", script: str | None = None, gpus
         spec["checkpoint_every"] = parse_duration(checkpoint_every, "checkpoint interval")
     if after not in (None, "", []):
         spec["after"] = after_ids(after)
+    if hold:
+        spec["hold"] = True
     return spec
 
 
@@ -279,6 +290,14 @@ class Job:
         self.last = self.client.cancel(self.id)
         return self.last
 
+    def hold(self, reason: str = "") -> dict:
+        self.last = self.client.hold(self.id, reason)
+        return self.last
+
+    def release(self) -> dict:
+        self.last = self.client.release(self.id)
+        return self.last
+
     def wait(self, timeout: float | None = None, every: float = 1.0) -> dict:
         """Until it ended; returns its last state."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -307,7 +326,7 @@ class Job:
 def submit(script: str, *args: str, client: Client | None = None, **options) -> Job:
     """Submit ``script`` (a .py file runs with this interpreter) with ``args`` as a training job.
     Options: gpus, gpu_model, workers, cpu, memory, queue, priority, time_limit, checkpoint_every, name,
-    workdir, after (jobs it runs after)."""
+    workdir, after (jobs it runs after), hold (held until released)."""
     return (client or Client()).submit_spec(job_spec(script_command(script, args), **options))
 
 

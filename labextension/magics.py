@@ -1,140 +1,28 @@
-"""``%submit``, ``%%submit``, ``%jobs``, ``%logs``, ``%cancel`` and ``%serve``: ComputeHub from a notebook.
+"""``%submit``, ``%%submit``, ``%jobs``, ``%logs``, ``%cancel``, ``%hold``, ``%release`` and
+``%serve``: ComputeHub from a notebook.
 
 ``%load_ext labextension`` loads them (the wheel's IPython kernel config does it
 for every kernel, see docs/magics.md). ``%submit`` returns at once with a
-handle and shows a live display, updated from a background thread: queued
-(position, ETA, reason) → running (node, GPUs) → finished (exit code, duration,
-GPU-hours) or failed (the last log lines). Every mistake — a bad option, a
+handle and shows a live display (display.py). Every mistake — a bad option, a
 missing service or scope, an unknown queue — is one line, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
-import collections
-import html
 import os
 import sys
 import threading
-import time
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
-from IPython.display import display, update_display
+from IPython.display import display
 
-from hub_ext.log_follow import LogFollower, ended_line, follow
-from spawner.wording import eta_text
+from hub_ext.log_follow import ended_line, follow
 
 from . import jobs as J
-
-POLL = 1.0             # seconds between looks at a job the display follows
-TAIL_SHOWN = 5         # the job's last output lines the display shows while it runs
-
-
-def duration(seconds: float) -> str:
-    s = int(round(seconds))
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
-
-
-def describe(w: dict, lines: list[str] | None = None) -> tuple[str, str]:
-    """(headline, detail) of a workload's state, as the live display shows it. ``lines``: its
-    output's last lines (shown while it runs, once it finished, and why it failed)."""
-    state, wid = w["state"], w["id"]
-    name = f"{wid} ({w['name']})" if w.get("name") else wid
-    ex = w.get("explanation") or {}
-    status = (w.get("metadata") or {}).get("status") or {}
-    if state == "pending":
-        pos = ex.get("position_in_queue", w.get("position_in_queue"))
-        where = f"position {pos} in {w['queue']}" if pos else f"in {w['queue']}"
-        eta = eta_text(ex.get("eta_seconds"), ex.get("eta_earliest", False))
-        return f"{name}: queued, {where}, {eta}", ex.get("reason") or w.get("reason") or ""
-    if state == "awaiting_approval":
-        return f"{name}: waiting for an admin's approval in {w['queue']}", w.get("reason") or ""
-    if state == "held":
-        return f"{name}: held in {w['queue']}", ex.get("reason") or w.get("reason") or ""
-    where = "; ".join(f"{a['node']} GPU {','.join(map(str, a['gpus'])) or '-'}" for a in w.get("placement") or [])
-    if state == "admitted":
-        return f"{name}: starting on {where or 'a node'}", ""
-    if state == "running":
-        extra = " — ready" if status.get("ready") else ""
-        saved, started = w.get("checkpointed_at"), w.get("started_at")
-        if saved and started and saved >= started:      # its launcher saw a save of this run
-            extra += f" — checkpoint saved {duration(max(0.0, time.time() - saved))} ago"
-        if w.get("saves_on_stop"):      # seen saving when preempted: preempting it loses only a restart
-            extra += " — saves when stopped"
-        said = "\n".join(x for x in (status.get("message"), "\n".join(lines or ())) if x)
-        return f"{name}: running on {where or status.get('node') or 'a node'}{extra}", said
-    if state == "preempting":
-        return f"{name}: being preempted (it gets SIGTERM and a grace period to checkpoint)", w.get("reason") or ""
-    if state == "cancelling":
-        return f"{name}: being cancelled (it gets SIGTERM and a grace period; its GPUs return once it has stopped)", ""
-    took = (w["ended_at"] - w["started_at"]) if w.get("ended_at") and w.get("started_at") else None
-    gpus = ((w.get("resources") or {}).get("gpu") or 0) * (w.get("workers") or 1)
-    stats = f", ran {duration(took)}, {gpus * took / 3600:.3f} GPU-hours" if took is not None else ""
-    if state == "finished":
-        return f"{name}: finished, exit code {w.get('exit_code', 0)}{stats}", "\n".join(lines or ())
-    if state == "failed":
-        detail = "\n".join(lines) if lines else (w.get("reason") or "")
-        return f"{name}: failed, exit code {w.get('exit_code')}{stats}", detail
-    return f"{name}: {state}{stats}", w.get("reason") or ""
-
-
-def bundle(head: str, detail: str) -> dict:
-    text = head + ("\n" + detail if detail else "")
-    body = f"<b>{html.escape(head)}</b>"
-    if detail:
-        body += f"<pre style='margin:2px 0'>{html.escape(detail)}</pre>"
-    return {"text/plain": text, "text/html": f"<div class='computehub-job'>{body}</div>"}
-
-
-class Follower(threading.Thread):
-    """Keeps one job's display up to date without blocking the kernel."""
-
-    def __init__(self, job: J.Job, display_id: str, every: float = POLL):
-        super().__init__(daemon=True, name=f"computehub-{job.id}")
-        self.job, self.display_id, self.every = job, display_id, every
-        self.states: list[str] = []
-        self.stopped = threading.Event()
-
-    def run(self):
-        last = None
-        errors = 0
-        # The output's last lines while it runs, read by offset: a long log costs only what is new.
-        output = LogFollower(lambda params: self.job.client.log_piece(self.job.id, params))
-        tail: collections.deque[str] = collections.deque(maxlen=TAIL_SHOWN)
-        reading = False
-        while not self.stopped.is_set():
-            try:
-                w = self.job.status()
-                errors = 0
-            except J.JobError as e:
-                errors += 1
-                if errors >= 30:
-                    update_display(bundle(f"{self.job.id}: lost track of it: {e}", ""), raw=True,
-                                   display_id=self.display_id)
-                    return
-                self.stopped.wait(self.every)
-                continue
-            if w["state"] == "failed":
-                lines = self.job.logs(20)
-            else:
-                if w["state"] in ("running", "finished"):
-                    try:
-                        tail.extend(output.new() if reading else output.first(TAIL_SHOWN))
-                        reading = True
-                    except J.JobError:
-                        pass                        # the state still shows; the lines come at the next look
-                lines = list(tail)
-            shown = describe(w, lines)
-            if shown != last:
-                update_display(bundle(*shown), raw=True, display_id=self.display_id)
-                last = shown
-                self.states.append(w["state"])
-            if w["state"] in J.TERMINAL:
-                return
-            self.stopped.wait(self.every)
-
+from .display import POLL, Follower, bundle, describe
 
 def _common(f):
     for a in reversed([
@@ -151,6 +39,8 @@ def _common(f):
                                                           "or 30m, 1h. Swaps for shorter work then wait until "
                                                           "it has just saved (default: its class's)."),
         argument("--name", default=None, help="A name for the job."),
+        argument("--hold", action="store_true", help="Submit it held: it starts only once released "
+                                                     "(%%release ID)."),
         argument("--after", default=None, help="Run after these jobs of yours: ids separated by commas "
                                                "({job.id} works), each with :ok (the default: it finished), "
                                                ":any or :failed. It is held until then."),
@@ -186,7 +76,8 @@ class ComputeHubMagics(Magics):
         if args.gpus < 0:
             raise UsageError(f"--gpus must be 0 or more, not {args.gpus}")
         opts = dict(gpus=args.gpus, gpu_model=args.gpu_model, cpu=args.cpu, memory=args.memory,
-                    queue=args.queue, priority=args.priority, name=args.name, after=args.after)
+                    queue=args.queue, priority=args.priority, name=args.name, after=args.after,
+                    hold=args.hold)
         for given, key, what in ((args.time, "time_limit", "--time"),
                                  (args.checkpoint_every, "checkpoint_every", "--checkpoint-every")):
             if given is not None:
@@ -359,24 +250,53 @@ class ComputeHubMagics(Magics):
         except KeyboardInterrupt:
             return None
 
+    def _each(self, fn, line: str, act) -> None:
+        """``act(args, id)`` for each id on the line, printing what it says; a refusal is one line."""
+        args = self._parse(fn, line)
+        if args is None:
+            return
+        if not args.ids:
+            raise UsageError(f"%{fn.__name__} needs one or more job ids, e.g. %{fn.__name__} w0000042")
+        for wid in args.ids:
+            try:
+                print(act(args, wid))
+            except J.JobError as e:
+                self._fail(e)
+
     @magic_arguments()
     @argument("-h", "--help", action="store_true", help="Show this help.")
     @argument("ids", nargs="*", help="Job ids.")
     @line_magic
     def cancel(self, line):
         """Cancel jobs: waiting ones leave the queue, running ones are stopped (SIGTERM, then kill)."""
-        args = self._parse(self.cancel, line)
-        if args is None:
-            return None
-        if not args.ids:
-            raise UsageError("%cancel needs one or more job ids, e.g. %cancel w0000042")
-        for wid in args.ids:
-            try:
-                w = self.client().cancel(wid)
-                then = " (it is being stopped; its GPUs return once it has)" if w["state"] == "cancelling" else ""
-                print(f"{w['id']}: {w['state']}{then}")
-            except J.JobError as e:
-                self._fail(e)
+        def act(args, wid):
+            w = self.client().cancel(wid)
+            then = " (it is being stopped; its GPUs return once it has)" if w["state"] == "cancelling" else ""
+            return f"{w['id']}: {w['state']}{then}"
+        self._each(self.cancel, line, act)
+
+    @magic_arguments()
+    @argument("-h", "--help", action="store_true", help="Show this help.")
+    @argument("--reason", default="", help="Why it is held (shown with it).")
+    @argument("ids", nargs="*", help="Job ids.")
+    @line_magic
+    def hold(self, line):
+        """Keep waiting jobs from starting until %release; they keep their ids."""
+        def act(args, wid):
+            w = self.client().hold(wid, args.reason)
+            return f"{w['id']}: {w['state']} ({w['reason']})"
+        self._each(self.hold, line, act)
+
+    @magic_arguments()
+    @argument("-h", "--help", action="store_true", help="Show this help.")
+    @argument("ids", nargs="*", help="Job ids.")
+    @line_magic
+    def release(self, line):
+        """Let held jobs join the queue (their wait counts from now)."""
+        def act(args, wid):
+            w = self.client().release(wid)
+            return f"{w['id']}: {w['state']}" + (f" ({w['reason']})" if w.get("reason") else "")
+        self._each(self.release, line, act)
 
 
 def load_ipython_extension(ipython):

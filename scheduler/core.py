@@ -14,6 +14,7 @@ from . import ledger, preemption, reclaim, validation
 from .durable import DurableMemory
 from .cancels import Cancels
 from .dependencies import Dependencies
+from .holds import Holds
 from .start_deadline import StartDeadline
 from .stop_deadline import StopDeadline
 from .engine import CycleResult, EngineConfig
@@ -25,7 +26,7 @@ from .store import MemoryStore, Store
 from .submissions import SubmissionsMixin
 
 
-class Scheduler(DurableMemory, Cancels, Dependencies, StartDeadline, StopDeadline, SubmissionsMixin):
+class Scheduler(DurableMemory, Cancels, Dependencies, Holds, StartDeadline, StopDeadline, SubmissionsMixin):
     def __init__(self, store: Store | None = None, config: EngineConfig | None = None,
                  clock=_time.time, prices: dict[str, float] | None = None):
         self.store = store if store is not None else MemoryStore()

@@ -20,7 +20,8 @@ from __future__ import annotations
 import re
 
 from .errors import ValidationError
-from .model import CANCELLED, FINISHED, HELD, PENDING, TERMINAL, Workload
+from .holds import hold_words
+from .model import CANCELLED, FINISHED, HELD, HOLD, PENDING, TERMINAL, Workload
 
 MAX_AFTER = 64
 CONDITIONS = {"ok": "finishes", "any": "ends", "failed": "ends without finishing"}
@@ -132,7 +133,7 @@ class Dependencies:
                 self.state.forget(w)
                 ended[w.id] = w
                 cancelled.append(w)
-            elif not waiting:
+            elif not waiting and HOLD not in w.metadata:       # a hold keeps it back (holds.py)
                 held.pop(w.id)
                 w.state, w.reason, w.eligible_at = PENDING, "", now
                 self.store.put_workload(w)
@@ -142,13 +143,17 @@ class Dependencies:
         return released, cancelled
 
     def waits_for(self, w: Workload) -> str:
-        """Why held work waits, as of now: what it still runs after, and in what state each is."""
+        """Why held work waits, as of now: its hold, what it still runs after, and in what state
+        each is."""
+        hold = w.metadata.get(HOLD)
         parts = []
         for entry in w.after:
             wid, cond = split(entry)
             d = self.state.workloads.get(wid)
             if d is not None and d.state not in TERMINAL:
                 parts.append(f"{wid} {CONDITIONS[cond]} (it is {d.state.replace('_', ' ')})")
-        return "runs after " + " and ".join(parts) if parts else "its dependencies have ended; it joins the line " \
-            "in the next scheduling cycle"
+        after = "runs after " + " and ".join(parts) if parts else ""
+        if hold:
+            return hold_words(hold, w.id) + (f"; then it {after}" if after else "")
+        return after or "what it runs after has ended; it joins the line in the next scheduling cycle"
 

@@ -35,6 +35,13 @@ class NotFound(SchedulerError):
     status = 404
 
 
+class Forbidden(SchedulerError):
+    """The caller may not do this to this workload (an admin's hold, released by its owner)."""
+
+    code = "forbidden"
+    status = 403
+
+
 class Conflict(SchedulerError):
     """The request clashes with current state (cancel a finished workload...)."""
 

@@ -29,12 +29,13 @@ START_TIMEOUTS = "start_timeouts"        # how often it was given back unstarted
 STOPPING_SINCE = "stopping_since"        # when it was told to stop (preempted), while it stops
 STOP_OVERDUE = "stop_overdue"            # when it was found not stopped in time (stop_deadline.py)
 STOP_REASON = "stop_reason"              # why it is being cancelled or reclaimed, while it is stopped
+HOLD = "hold"                            # who holds it back, when and why (holds.py), while held
 SCHEDULER_METADATA = ("status", "ran_s", "preempted_by", "moved_for", QUEUED_AT, START_TIMEOUTS, STOPPING_SINCE,
-                      STOP_OVERDUE, STOP_REASON)
+                      STOP_OVERDUE, STOP_REASON, HOLD)
 
 AWAITING_APPROVAL = "awaiting_approval"  # accepted, above its queue's approval threshold
 PENDING = "pending"          # accepted, waiting for admission
-HELD = "held"                # accepted, waits for the work it runs after (``after``) to end
+HELD = "held"                # accepted, waits for the work it runs after (``after``) or held back (holds.py)
 ADMITTED = "admitted"        # placement assigned, resources held, launcher starting it
 RUNNING = "running"          # the launcher reports it running
 PREEMPTING = "preempting"    # chosen as a victim; holds resources until it has stopped

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from . import validation
 from .errors import Conflict, SchedulerError, TooManyWaiting
-from .model import AWAITING_APPROVAL, HELD, PENDING, REJECTED, Event, Workload
+from .model import AWAITING_APPROVAL, HELD, HOLD, PENDING, REJECTED, Event, Workload
 from .resources import fmt_amount, label, render
 
 
@@ -42,6 +42,8 @@ class SubmissionBatch:
             out.append(Event(self.now, "submitted", w.id, "", {
                 "user": w.user, "queue": w.queue, "priority": w.priority, "request": render(w.request),
                 "workers": w.workers}))
+            if HOLD in w.metadata:
+                out.append(Event(self.now, "held", w.id, w.metadata[HOLD]["reason"], {"actor": w.user}))
             if w.state == AWAITING_APPROVAL:
                 out.append(Event(self.now, "approval_requested", w.id, w.reason, {}))
         return out
@@ -85,6 +87,9 @@ class SubmissionsMixin:
                 fields = validation.workload_fields(spec, self.state)
                 w = Workload(id=f"w{seq:07d}", seq=seq, submitted_at=batch.now, **fields)
                 w.state = self.initial_state(w)
+                if spec.get("hold"):
+                    w.metadata[HOLD] = {"by": w.user, "admin": False, "at": batch.now, "reason": "held at submission"}
+                    w.state = HELD
                 if w.state == HELD:
                     w.reason = self.waits_for(w)
                 over = self._needs_approval(w)
@@ -169,7 +174,7 @@ class SubmissionsMixin:
         now = self._now(now)
         with self._tx():
             if approve:
-                w.state, w.reason = (HELD, self.waits_for(w)) if w.after else (PENDING, "")
+                w.state, w.reason = (HELD, self.waits_for(w)) if w.after or HOLD in w.metadata else (PENDING, "")
             else:
                 w.state, w.ended_at, w.reason = REJECTED, now, reason or "rejected by an admin"
             self.store.put_workload(w)

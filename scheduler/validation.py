@@ -239,7 +239,7 @@ def workload_fields(d: dict, state) -> dict:
     if not isinstance(d, dict):
         raise ValidationError("a workload must be a mapping")
     allowed = {"user", "queue", "kind", "priority", "resources", "workers", "gpu_model",
-               "node_selector", "time_limit", "checkpoint_every", "name", "metadata", "after"}
+               "node_selector", "time_limit", "checkpoint_every", "name", "metadata", "after", "hold"}
     unknown = set(d) - allowed
     if unknown:
         raise ValidationError(f"unknown workload field(s): {', '.join(sorted(unknown))}")
@@ -286,6 +286,7 @@ def workload_fields(d: dict, state) -> dict:
     checkpoint_every = d.get("checkpoint_every")
     if checkpoint_every is not None:
         checkpoint_every = float(_number("checkpoint_every (seconds)", checkpoint_every, low=1, high=MAX_TIME_LIMIT))
+    _flag(d, "hold", False)            # read by prepare_submissions (holds.py)
     selector = _labels("node_selector", d.get("node_selector"))
     name = workload_name(d.get("name"))
     metadata = d.get("metadata")

@@ -92,6 +92,13 @@ class World:
             wait_state(self.hub, wid)
         return wid
 
+    def held_back(self, owner: str, hold: bool = False) -> str:
+        """Held behind its owner's standing workload (``after``), and with ``hold`` by its owner too."""
+        wid = self.submit(owner, {"queue": "authz-q", "resources": {"cpu": "100m"}, "name": "authz-held",
+                                  "after": [self.alice if owner == "alice" else self.carol], "hold": hold})
+        assert wait_state(self.hub, wid, ("held",))
+        return wid
+
     def awaiting(self) -> str:
         wid = self.submit("carol", {"queue": "nlp", "resources": {"gpu": 4}, "workers": 2, "name": "carol-big"})
         assert wait_state(self.hub, wid, ("awaiting_approval",))
@@ -189,6 +196,15 @@ ROWS = [
      lambda w: w.cheap("alice"), "/api/v1/workloads/{alice}"),
     ("DELETE", "/api/v1/workloads/{carol}", None, sees_carol(),
      lambda w: w.cheap("carol"), "/api/v1/workloads/{carol}"),
+    # hold and release: as cancel
+    ("POST", "/api/v1/workloads/{alice}/hold", {"reason": "authz"}, sees_alice(lin=403),
+     lambda w: w.held_back("alice"), "/api/v1/workloads/{alice}"),
+    ("POST", "/api/v1/workloads/{carol}/hold", None, sees_carol(),
+     lambda w: w.held_back("carol"), "/api/v1/workloads/{carol}"),
+    ("POST", "/api/v1/workloads/{alice}/release", None, sees_alice(lin=403),
+     lambda w: w.held_back("alice", hold=True), "/api/v1/workloads/{alice}"),
+    ("POST", "/api/v1/workloads/{carol}/release", None, sees_carol(),
+     lambda w: w.held_back("carol", hold=True), "/api/v1/workloads/{carol}"),
     # status reports: launcher and admin only
     ("POST", "/api/v1/workloads/{alice}/status", {"state": "running"}, sees_alice(alice=403, lin=403),
      lambda w: w.cheap("alice", admitted=True), "/api/v1/workloads/{alice}"),

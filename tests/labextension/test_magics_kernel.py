@@ -242,6 +242,9 @@ def test_serve_forwards_without_hub_credentials_and_lets_admins_in(setup):
     ("%serve", "%serve needs a command"),
     ("%logs", "%logs needs a job id"),
     ("%cancel", "%cancel needs one or more job ids"),
+    ("%hold", "%hold needs one or more job ids"),
+    ("%release", "%release needs one or more job ids"),
+    ("%submit --after w1:soon write.py", "'w1:soon' is not a workload id"),
     ("%logs --tail 0 w1", "--tail must be from 1 to 100000"),
 ])
 def test_bad_arguments_give_one_clear_line(setup, line, says):
@@ -337,3 +340,21 @@ def test_a_job_runs_after_the_one_it_names(setup):
     out = k.run("%submit --gpus 0 --after {then.id}:failed step2.py")     # it finished: refused, saying so
     assert out["stderr"].strip() == (f"computehub: after: {wid} finished; work to run after it ends without "
                                      "finishing would never start"), out
+
+
+def test_hold_and_release_from_the_notebook(setup):
+    """`%submit --hold` waits for `%release`; `%hold` of a job that already runs is one clear line."""
+    _, work, k = setup
+    (work / "held.py").write_text("print('ran after its release', flush=True)\n")
+    out = k.run("j = %submit --gpus 0 --hold held.py\nj")
+    wid = job_id(k, out)
+    assert "held" in out["result"], out
+    texts = wait_for("held in the display", lambda: [t for t in k.display_texts(out["display_ids"][0])
+                                                     if ": held in vision" in t], 30)
+    assert "held by alice: held at submission" in texts[0], texts
+    assert k.run(f"%release {wid}")["stdout"].strip() == f"{wid}: pending", out
+    out = k.run("w = j.wait(timeout=60, every=0.5)\nprint(w['state'], j.logs()[-1])", timeout=90)
+    assert out["stdout"].strip() == "finished ran after its release", out
+    out = k.run(f"%hold --reason later {wid}")
+    assert out["stderr"].strip() == (f"computehub: workload {wid} is finished; only waiting work (pending, or "
+                                     "held for the work it runs after) can be held"), out

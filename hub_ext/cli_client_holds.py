@@ -1,0 +1,44 @@
+"""``computehub hold`` and ``computehub release``: keep waiting work from starting, and let it go."""
+
+from __future__ import annotations
+
+from traitlets import Unicode
+
+from .cli_client import ClientCommand, for_each_id
+
+
+class HoldApp(ClientCommand):
+    name = "computehub hold"
+    description = ("computehub hold ID [ID ...] [--reason TEXT]: keep waiting workloads from starting. They "
+                   "stay accepted, keep their ids, and start only once released ('computehub release'); "
+                   "a hold by an admin only an admin releases. Each failure is one line on stderr.")
+    examples = """
+computehub hold w0000042 --reason "data not ready"
+computehub release w0000042
+"""
+    positional, usage_args = -1, "one or more workload ids"
+    reason = Unicode("", help="Why it is held (text, shown with it).").tag(config=True)
+    aliases = {**ClientCommand.aliases, "reason": "HoldApp.reason"}
+    flags = {}
+
+    def run(self, *ids):
+        ch = self.client()
+        return for_each_id(ids, lambda wid: ch.hold(wid, self.reason),
+                           lambda w: f"{w['id']}  {w['state']}  ({w['reason']})")
+
+
+class ReleaseApp(ClientCommand):
+    name = "computehub release"
+    description = ("computehub release ID [ID ...]: let held workloads join the line (their wait counts from "
+                   "now). Work that also runs after other work stays held until that has ended.")
+    examples = """
+computehub release w0000042 w0000043
+"""
+    positional, usage_args = -1, "one or more workload ids"
+    aliases = dict(ClientCommand.aliases)
+    flags = {}
+
+    def run(self, *ids):
+        ch = self.client()
+        return for_each_id(ids, ch.release,
+                           lambda w: f"{w['id']}  {w['state']}" + (f"  ({w['reason']})" if w["reason"] else ""))

@@ -1,0 +1,77 @@
+"""Holding waiting work back, and letting it go (Slurm's ``scontrol hold`` / ``release``).
+
+A user holds her own pending work (it stays accepted, keeps its id, and starts only once
+released); an admin holds anyone's. Held work is ``held``, as work that runs after other work
+waits (``dependencies``): not in line, no position, nothing reserved for it. The hold is kept
+in ``metadata.hold`` (who, when, why, whether an admin's); only an admin releases an admin's
+hold. Released work joins the line with its wait counted from then (``eligible_at``): a hold
+earns no place ahead of work that waited for GPUs meanwhile. Work that also runs after other
+work stays held for that after its release, until the next cycle finds it ended.
+"""
+
+from __future__ import annotations
+
+from .errors import Conflict, Forbidden
+from .model import HELD, HOLD, PENDING, Workload
+
+
+class Holds:
+    """Needs ``get``, ``state``, ``store``, ``_now``, ``_tx``, ``_event`` and ``waits_for`` of the
+    ``Scheduler``."""
+
+    def hold(self, workload_id: str, now=None, actor: str = "", admin: bool = False, reason: str = "") -> Workload:
+        """Hold ``workload_id`` (pending, or held for its dependencies): it will not start until
+        released. ``admin``: an admin's hold, which only an admin may release."""
+        w = self.get(workload_id)
+        if w.state not in (PENDING, HELD):
+            raise Conflict(f"workload {workload_id} is {w.state.replace('_', ' ')}; only waiting work "
+                           "(pending, or held for the work it runs after) can be held")
+        old = w.metadata.get(HOLD)
+        if old and (old.get("admin") or not admin):
+            raise Conflict(f"workload {workload_id} is held already ({_by(old)})")
+        now = self._now(now)
+        with self._tx():
+            self.state.pending.pop(w.id, None)
+            w.metadata = {**w.metadata, HOLD: {"by": actor, "admin": bool(admin), "at": now, "reason": reason}}
+            w.state = HELD
+            w.reason = self.waits_for(w)
+            self.store.put_workload(w)
+            self._event(now, "held", w, reason, actor=actor, admin=bool(admin))
+        self.state.held[w.id] = w
+        return w
+
+    def release(self, workload_id: str, now=None, actor: str = "", admin: bool = False) -> Workload:
+        """Take the hold off ``workload_id``: it joins the line now (its wait counted from now),
+        or stays held for the work it runs after until a cycle finds that ended."""
+        w = self.get(workload_id)
+        old = w.metadata.get(HOLD) if w.state == HELD else None
+        if not old:
+            raise Conflict(f"workload {workload_id} is not held by anyone"
+                           + (" (it waits for the work it runs after)" if w.state == HELD else ""))
+        if old.get("admin") and not admin:
+            raise Forbidden(f"workload {workload_id} is held by an admin ({_by(old)}); only an admin releases it")
+        now = self._now(now)
+        with self._tx():
+            w.metadata = {k: v for k, v in w.metadata.items() if k != HOLD}
+            if not w.after:
+                w.state, w.reason, w.eligible_at = PENDING, "", now
+            else:
+                w.reason = self.waits_for(w)
+            self.store.put_workload(w)
+            self._event(now, "hold_released", w, "", actor=actor)
+        if w.state == PENDING:
+            self.state.held.pop(w.id, None)
+            self.state.pending[w.id] = w
+        return w
+
+
+def _by(hold: dict) -> str:
+    who = hold.get("by") or "someone"
+    why = f": {hold['reason']}" if hold.get("reason") else ""
+    return f"by {'admin ' if hold.get('admin') else ''}{who}{why}"
+
+
+def hold_words(hold: dict, workload_id: str) -> str:
+    """What held work says of its hold."""
+    how = "an admin releases it" if hold.get("admin") else f"released (computehub release {workload_id})"
+    return f"held {_by(hold)}; it starts only once {how}"

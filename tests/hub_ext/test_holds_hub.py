@@ -1,0 +1,62 @@
+"""Holding waiting work back and letting it go, through the real hub, proxy and service with the
+installed CLI: ``submit --hold``, ``hold``, ``release``; an admin's hold only an admin releases."""
+
+from __future__ import annotations
+
+import json
+
+from test_cli_client import admitted, cli, ok, one_line_error, submitted  # noqa: F401
+from test_dependencies_hub import until
+
+SMALL = ("--kind", "batch", "--gpus", "0", "--cpu", "100m")
+
+
+def test_hold_and_release_by_the_owner_and_by_an_admin(hub, submitted):  # noqa: F811
+    w = json.loads(ok(cli(hub, "alice", "submit", *SMALL, "--hold", "--json")))
+    submitted.append(("alice", w["id"]))
+    wid = w["id"]
+    assert w["state"] == "held" and w["metadata"]["hold"]["by"] == "alice"
+    said = f"held by alice: held at submission; it starts only once released (computehub release {wid})"
+    assert w["reason"] == said
+    row = next(r for r in ok(cli(hub, "alice", "queue")).splitlines() if r.startswith(wid))
+    assert " held " in row and row.endswith(said), row
+
+    assert ok(cli(hub, "alice", "release", wid)).split()[:2] == [wid, "pending"]
+    until(hub, "alice", wid, ("admitted",))
+    line = one_line_error(cli(hub, "alice", "hold", wid))
+    assert f"workload {wid} is admitted; only waiting work" in line, line
+
+    # An admin holds alice's waiting work; she cannot release it, an admin can.
+    gpu = ("--kind", "batch", "--gpus", "4", "--workers", "2", "--time", "1h")     # every GPU
+    blocker = admitted(hub, submitted, "bob", *gpu)
+    waiting = json.loads(ok(cli(hub, "alice", "submit", *gpu, "--json")))
+    submitted.append(("alice", waiting["id"]))
+    out = ok(cli(hub, "ada", "hold", waiting["id"], "--reason", "node maintenance"))
+    assert out.strip() == (f"{waiting['id']}  held  (held by admin ada: node maintenance; it starts only once "
+                           "an admin releases it)"), out
+    line = one_line_error(cli(hub, "alice", "release", waiting["id"]))
+    assert "held by an admin (by admin ada: node maintenance); only an admin releases it" in line, line
+    line = one_line_error(cli(hub, "carol", "hold", waiting["id"]))         # not hers: not even there
+    assert f"no workload '{waiting['id']}'" in line, line
+    assert ok(cli(hub, "ada", "release", waiting["id"])).split()[:2] == [waiting["id"], "pending"]
+    w = hub.call("GET", f"/workloads/{waiting['id']}", hub.tokens["alice"]).json()
+    assert w["eligible_at"] > w["submitted_at"] and "hold" not in w["metadata"]
+    events = hub.call("GET", f"/audit?workload={waiting['id']}", hub.tokens["ada"]).json()["events"]
+    assert [(e["kind"], e["data"].get("actor")) for e in events if "held" in e["kind"] or "hold" in e["kind"]] == \
+        [("held", "ada"), ("hold_released", "ada")]
+    assert blocker
+
+
+def test_bad_hold_requests_are_refused(hub, submitted):  # noqa: F811
+    w = json.loads(ok(cli(hub, "alice", "submit", *SMALL, "--hold", "--json")))
+    submitted.append(("alice", w["id"]))
+    r = hub.call("POST", f"/workloads/{w['id']}/hold", hub.tokens["alice"], json={"why": "x"})
+    assert r.status_code == 400 and "unknown field(s): why (it takes reason)" in r.json()["message"]
+    r = hub.call("POST", f"/workloads/{w['id']}/hold", hub.tokens["alice"], json={"reason": "x" * 501})
+    assert r.status_code == 400 and "at most 500 characters" in r.json()["message"]
+    r = hub.call("POST", f"/workloads/{w['id']}/release", hub.tokens["alice"], json={"now": True})
+    assert r.status_code == 400 and "it takes none" in r.json()["message"]
+    r = hub.call("POST", "/workloads", hub.tokens["alice"], json={"resources": {"cpu": "100m"}, "hold": "yes"})
+    assert r.status_code == 400 and "hold must be true or false" in r.json()["message"]
+    line = one_line_error(cli(hub, "alice", "release", "w9999999"))
+    assert "no workload 'w9999999'" in line

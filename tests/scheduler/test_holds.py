@@ -1,0 +1,102 @@
+"""Holding waiting work back and letting it go (scheduler/holds.py): who may release what, the
+wait counted from the release, holds together with dependencies, approval and restarts."""
+
+import pytest
+
+from scheduler import EngineConfig, Scheduler
+from scheduler.errors import Conflict, Forbidden, ValidationError
+from scheduler.model import ADMITTED, AWAITING_APPROVAL, CANCELLED, HELD, PENDING
+from scheduler.store.sql import SqlStore
+
+from sched_helpers import cluster, job
+
+
+def test_held_work_does_not_start_until_released_and_waits_from_then():
+    s = cluster(nodes=1, gpus=8)
+    w = job(s, gpus=8, now=0, time_limit=3600)
+    s.hold(w.id, now=1, actor="ada", reason="data not ready")
+    assert (w.state, w.id in s.state.pending, w.id in s.state.held) == (HELD, False, True)
+    assert s.explain(w.id, now=2)["reason"] == (f"held by ada: data not ready; it starts only once released "
+                                                f"(computehub release {w.id})")
+    s.cycle(now=2)
+    rival = job(s, gpus=8, now=500, time_limit=3600)       # in line from 500
+    s.cycle(now=501)
+    assert s.get(rival.id).state == ADMITTED and s.get(w.id).state == HELD     # the free GPUs went past it
+    other = job(s, gpus=8, now=700, time_limit=3600)
+    s.release(w.id, now=1000, actor="ada")
+    assert (w.state, w.eligible_at, w.reason) == (PENDING, 1000, "")
+    s.cycle(now=1001)        # both wait for the rival's GPUs: other has waited since 700, w since 1000
+    assert [x.id for x in s.engine.order()] == [other.id, w.id]
+    kinds = [(e.kind, e.reason) for e in s.events(workload_id=w.id)]
+    assert ("held", "data not ready") in kinds and ("hold_released", "") in kinds
+
+
+def test_only_waiting_work_is_held_and_only_once_by_each():
+    s = cluster(nodes=1, gpus=8)
+    running = job(s, gpus=1, now=0)
+    s.cycle(now=1)
+    with pytest.raises(Conflict, match="is admitted; only waiting work"):
+        s.hold(running.id, now=2)
+    w = job(s, gpus=1, now=2)
+    with pytest.raises(Conflict, match="is not held by anyone"):
+        s.release(w.id, now=3)
+    s.hold(w.id, now=3, actor="ada")
+    with pytest.raises(Conflict, match="held already \\(by ada\\)"):
+        s.hold(w.id, now=4, actor="ada")
+    s.hold(w.id, now=4, actor="root", admin=True, reason="audit")        # an admin's hold replaces hers
+    with pytest.raises(Forbidden, match="held by an admin \\(by admin root: audit\\); only an admin"):
+        s.release(w.id, now=5, actor="ada")
+    with pytest.raises(Conflict, match="held already \\(by admin root: audit\\)"):
+        s.hold(w.id, now=5, actor="boss", admin=True)
+    assert s.release(w.id, now=6, actor="root", admin=True).state == PENDING
+    assert s.cancel(s.hold(w.id, now=7).id, now=8).state == CANCELLED      # held work can be cancelled
+
+
+def test_a_hold_and_dependencies_together():
+    s = cluster(nodes=1, gpus=8)
+    first = job(s, gpus=1, now=0)
+    s.cycle(now=1)
+    then = job(s, gpus=1, now=2, after=[first.id], hold=True)
+    assert then.reason == (f"held by ada: held at submission; it starts only once released (computehub release "
+                           f"{then.id}); then it runs after {first.id} finishes (it is admitted)")
+    s.mark_finished(first.id, now=3)
+    s.cycle(now=4)
+    assert s.get(then.id).state == HELD                 # its dependency ended, but the hold keeps it back
+    s.release(then.id, now=5)
+    assert s.get(then.id).state == HELD                 # the next cycle lets it in
+    s.cycle(now=6)
+    assert s.get(then.id).state == ADMITTED and s.get(then.id).eligible_at == 6
+    # A hold does not keep alive work that can never run: cancelled all the same.
+    a = job(s, gpus=1, now=7)
+    s.cycle(now=8)
+    b = job(s, gpus=1, now=9, after=[a.id], hold=True)
+    s.mark_finished(a.id, now=10, exit_code=1)
+    s.cycle(now=11)
+    assert s.get(b.id).state == CANCELLED
+
+
+def test_submitted_held_through_approval_and_a_restart(tmp_path):
+    url = f"sqlite:///{tmp_path / 'ch.sqlite'}"
+    s = Scheduler(store=SqlStore(url), config=EngineConfig())
+    s.put_node({"name": "n0", "gpus": 8}, now=0)
+    s.put_queue({"name": "a", "guaranteed": {"gpu": 8}, "approval_above": {"gpu": 4}}, now=0)
+    spec = {"user": "ada", "queue": "a", "kind": "training", "hold": True}
+    big = s.submit({**spec, "resources": {"gpu": 6}}, now=1)
+    small = s.submit({**spec, "resources": {"gpu": 1}}, now=1)
+    assert (big.state, small.state) == (AWAITING_APPROVAL, HELD)
+    s.decide(big.id, True, now=2)
+    assert s.get(big.id).state == HELD
+    with pytest.raises(ValidationError, match="hold must be true or false"):
+        s.submit({**spec, "resources": {"gpu": 1}, "hold": "yes"}, now=2)
+    with pytest.raises(ValidationError, match="'hold' are set by ComputeHub"):
+        s.submit({**spec, "resources": {"gpu": 1}, "hold": False, "metadata": {"hold": {"admin": True}}}, now=2)
+    s.store.close()
+
+    s = Scheduler(store=SqlStore(url), config=EngineConfig())
+    assert set(s.state.held) == {big.id, small.id}
+    s.cycle(now=3)
+    assert s.get(small.id).state == HELD
+    s.release(small.id, now=4)
+    s.cycle(now=5)
+    assert s.get(small.id).state == ADMITTED and s.get(big.id).state == HELD
+    s.store.close()
