@@ -1,7 +1,7 @@
 """How the Kubernetes launcher sees its work end: ``poll`` reads the Job or Deployment and
 its pods, and names the cause (spawner/kube_failures.py) when a pod cannot start, is
 OOMKilled, evicted, preempted, left without a node, or crash-loops. A mixin of
-``spawner.launch_kube.KubeLauncher`` (which supplies ``api``, ``_read``, ``_save_logs``,
+``spawner.launch_kube.KubeLauncher`` (which supplies ``api``, ``_read``, ``_save_logs``, ``ship_logs``,
 ``_log``); see docs/launcher-kubernetes.md ("When a pod fails").
 """
 
@@ -62,6 +62,7 @@ class PodWatch(LauncherBackend):
     async def poll(self, workload: dict) -> Ended | None:
         """None while it runs (or starts, within the graces); else how it ended, with a reason
         naming the cause read from its pods (docs/launcher-kubernetes.md, "When a pod fails")."""
+        await self.ship_logs(workload)        # its output so far, every log_interval (kube_logs.py)
         if workload.get("kind") == "inference":
             return await self._poll_deployment(workload)
         j = await self._read("Job", workload)

@@ -25,6 +25,7 @@ from traitlets import Bool, Dict, Enum, Integer, Unicode, default
 from .kube import LABEL_PREFIX, label_value
 from .kube_client import api_client
 from .kube_failures import disrupted, restarts
+from .kube_logs import PodLogs
 from .kube_manifests import (RUN_ANNOTATION, SUFFIXES, Settings, describe, endpoint_of, inference_manifests,
                              name_of, owned_by, placement_nodes, run_of, template_from, training_manifests)
 from .kube_watch import PodWatch
@@ -39,7 +40,7 @@ KIND_API = {"Job": ("batch", "namespaced_job"), "Deployment": ("apps", "namespac
 REPLACE_WAIT = 30.0     # seconds a start waits for an earlier run's objects to go before trying later
 
 
-class KubeLauncher(KubeLauncherChecks, PodWatch):
+class KubeLauncher(KubeLauncherChecks, PodWatch, PodLogs):
     """Runs admitted workloads as Kubernetes Jobs (training, batch) and Deployments (inference)."""
 
     namespace = Unicode(config=True, help="Namespace of the jobs (default: $POD_NAMESPACE, else 'default').")
@@ -233,6 +234,7 @@ class KubeLauncher(KubeLauncherChecks, PodWatch):
                     raise
         await self._delete_objects(workload)
         await self._until_gone(workload, selector, grace_seconds)
+        self.forget_logs(workload)
         self._log(workload, f"stopped: pods deleted with {grace_seconds:g} s grace")
         return Ended(143, f"stopped (SIGTERM, {grace_seconds:g} s grace)", self.last_lines(workload))
 
@@ -246,6 +248,7 @@ class KubeLauncher(KubeLauncherChecks, PodWatch):
         api = await self.api()
         every, said = 0.5, asyncio.get_running_loop().time() + max(60.0, 2 * grace_seconds)
         while (left := (await api["core"].list_namespaced_pod(self.namespace, label_selector=selector)).items):
+            await self.ship_logs(workload)         # what its SIGTERM handler says while it stops
             if asyncio.get_running_loop().time() > said:
                 self.log.warning("%s: %d pod(s) still terminating (%s), their GPUs still theirs", workload["id"],
                                  len(left), ", ".join(f"{p.metadata.name} on {p.spec.node_name or '-'}" for p in left))
@@ -258,6 +261,7 @@ class KubeLauncher(KubeLauncherChecks, PodWatch):
         its report token's Secret does not linger, and a job requeued after its node was lost
         gets a fresh Job rather than the failed one (whose name it would otherwise meet)."""
         await self._delete_objects(workload)
+        self.forget_logs(workload)
 
     async def _delete_objects(self, workload: dict) -> None:
         from kubernetes_asyncio.client.exceptions import ApiException
@@ -305,20 +309,8 @@ class KubeLauncher(KubeLauncherChecks, PodWatch):
             f.write(f"[computehub] {line}\n")
 
     async def _save_logs(self, workload: dict) -> None:
-        """Append the pods' logs to the workload's log file (best effort: a pod may be gone)."""
-        from kubernetes_asyncio.client.exceptions import ApiException
-        api = await self.api()
-        selector = f"{LABEL_PREFIX}workload={label_value(workload['id'])}"
-        try:
-            pods = await api["core"].list_namespaced_pod(self.namespace, label_selector=selector)
-            for p in pods.items:
-                text = await asyncio.wait_for(api["core"].read_namespaced_pod_log(p.metadata.name, self.namespace,
-                                                                                  tail_lines=500), 10)
-                self._log(workload, f"--- {p.metadata.name} ---")
-                with open(self.log_path(workload), "a") as f:
-                    f.write(text if text.endswith("\n") else text + "\n")
-        except (ApiException, asyncio.TimeoutError, OSError, ValueError) as e:
-            self._log(workload, f"pod logs not available: {getattr(e, 'status', '')} {getattr(e, 'reason', e)}")
+        """What the pods wrote since the last read, once it has ended or is stopped (kube_logs.py)."""
+        await self.ship_logs(workload, final=True)
 
 
 def _made_by(obj) -> str | None:

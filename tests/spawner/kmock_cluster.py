@@ -13,7 +13,9 @@ through an ordinary kubeconfig. This module fills kmock's known gaps:
 - every manifest a client creates is recorded as sent (``created()``), for
   kubernetes-validate;
 - every request is recorded (``requests()``), to check RBAC rules against;
-- ``pods/log`` answers 404 (nothing runs in containers here) instead of the pod.
+- ``pods/log`` serves the lines a test wrote for the pod (``write_pod_log``), stamped when written,
+  as the kubelet serves them (``timestamps``, ``sinceSeconds``, ``tailLines``); 404 for a pod with
+  none (nothing runs in containers here), not the pod's JSON.
 
 The test plays the kubelet: ``ProcessKubelet`` runs each new pod's command as a
 local process on its own loopback address (127.0.0.N, the pod IP) with the
@@ -34,6 +36,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -44,6 +47,12 @@ _rv = itertools.count(1000)
 
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _rfc3339(t: float) -> str:
+    """As the kubelet stamps log lines: RFC 3339 with the fraction's trailing zeros trimmed."""
+    s = datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")
+    return s.rstrip("0").rstrip(".") + "Z"
 
 
 def selector_matches(selector: str | None, labels: dict | None) -> bool:
@@ -95,9 +104,22 @@ class Emulator(kmock.KubernetesEmulator):
         return await super()._handle(request)
 
     async def _serve_fetch(self, request):
-        if request.subresource == "log":       # no containers run here: no logs (not the pod's JSON)
-            raise kmock.KubernetesNotFoundError(message="the emulated API keeps no container logs")
+        if request.subresource == "log":
+            return self._pod_log(request)
         return await super()._serve_fetch(request)
+
+    def _pod_log(self, request) -> bytes:
+        lines = self.__dict__.setdefault("pod_logs", {}).get((request.namespace, request.name))
+        if lines is None:                      # no containers run here: no logs (not the pod's JSON)
+            raise kmock.KubernetesNotFoundError(message="the emulated API keeps no container logs")
+        q = request.params
+        if "sinceSeconds" in q:
+            cutoff = time.time() - int(q["sinceSeconds"])
+            lines = [(t, line) for t, line in lines if t >= cutoff]
+        if "tailLines" in q:
+            lines = lines[-int(q["tailLines"]):] if int(q["tailLines"]) else []
+        stamped = q.get("timestamps") in ("true", "True", "1")
+        return "".join((f"{_rfc3339(t)} " if stamped else "") + line + "\n" for t, line in lines).encode()
 
     async def _serve_list(self, request):
         result = await super()._serve_list(request)
@@ -297,6 +319,15 @@ class KmockCluster:
         """Every manifest clients created, as sent (before the emulator added metadata)."""
         return self.call(lambda: [copy.deepcopy(m) for p, m in self.emulator.__dict__.get("created_manifests", [])
                                   if plural is None or p == plural])
+
+    def write_pod_log(self, namespace: str, name: str, lines: list[str], at: float | None = None) -> None:
+        """What the pod's container wrote, as ``pods/log`` will serve it: each line stamped now, or
+        all at ``at`` (lines written within one instant)."""
+        def write():
+            logs = self.emulator.__dict__.setdefault("pod_logs", {})
+            logs.setdefault((namespace, name), []).extend((time.time() if at is None else at, line)
+                                                          for line in lines)
+        self.call(write)
 
     async def patch_pod_status(self, namespace: str, name: str, status: dict) -> None:
         async with self.emulator.patch(f"/api/v1/namespaces/{namespace}/pods/{name}/status",

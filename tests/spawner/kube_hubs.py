@@ -28,8 +28,8 @@ from kube_controllers import JobController  # noqa: E402
 from kube_profiles import NS, PROFILES  # noqa: E402
 from realhub import RealHub, free_port  # noqa: E402
 
-ALL_STATES = ("awaiting_approval", "pending", "admitted", "running", "preempting", "cancelling", "reclaiming",
-              "finished", "failed", "cancelled", "preempted", "reclaimed", "rejected")
+ALL_STATES = ("awaiting_approval", "held", "pending", "admitted", "running", "preempting", "cancelling",
+              "reclaiming", "finished", "failed", "cancelled", "preempted", "reclaimed", "rejected")
 
 
 # ---- the launcher's hub --------------------------------------------------------------------------

@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub_ext"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helm"))
 from kube_controllers import bare_job, create, patch_status, pod_deletes  # noqa: E402
 from kube_hubs import launcher_hub  # noqa: E402
+from kube_launch_helpers import env_of, get, one, state_is, submit  # noqa: E402
 from localhub import wait_for  # noqa: E402
 
 K8S_VERSION = "1.33.0"
@@ -52,6 +53,7 @@ c.KubeLauncher.kubeconfig = KUBECONFIG
 c.KubeLauncher.termination_grace_seconds = 45
 c.KubeLauncher.pod_computehub_url = "http://hub:8081/services/computehub"
 c.KubeLauncher.network_policy = True        # as the chart sets it (networkPolicy.enabled)
+c.KubeLauncher.log_interval = 0.3
 """
 
 # alice's notebook pod, as QueuedKubeSpawner labels it: jobs copy its image, home and security context.
@@ -89,34 +91,6 @@ def nothing_left_running(kc):
         kc.call("DELETE", f"/workloads/{w['id']}", kc.tokens["ada"])
 
 
-def submit(hub, user, job, kind="training", gpus=1, workers=1):
-    body = {"kind": kind, "queue": "vision", "resources": {"gpu": gpus, "cpu": 4, "memory": "16Gi"},
-            "workers": workers, "gpu_model": "a100", "metadata": {"job": job}}
-    r = hub.call("POST", "/workloads", hub.tokens[user], json=body)
-    assert r.status_code == 201, r.text
-    return r.json()
-
-
-def get(hub, wid):
-    r = hub.call("GET", f"/workloads/{wid}", hub.tokens["ada"])
-    assert r.status_code == 200, r.text
-    return r.json()
-
-
-def state_is(hub, wid, *states):
-    w = get(hub, wid)
-    return w if w["state"] in states else None
-
-
-def one(hub, plural, wid):
-    objs = [o for o in hub.cluster.objects(plural, NS) if o["metadata"]["labels"].get("computehub/workload") == wid]
-    return objs[0] if len(objs) == 1 else None
-
-
-def env_of(container) -> dict:
-    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env") or []}
-
-
 def test_training_job_runs_like_the_notebook_and_finishes(kc):
     w = submit(kc, "alice", {"command": ["python", "train.py", "--epochs", "3"], "workdir": "/home/jovyan/proj",
                              "env": {"WANDB_MODE": "offline", "RANK": "5"}}, gpus=2)
@@ -152,6 +126,14 @@ def test_training_job_runs_like_the_notebook_and_finishes(kc):
     assert token not in json.dumps(job)
     r = kc.call("POST", f"/workloads/{wid}/checkpoint", token)
     assert r.status_code == 200 and r.json()["checkpointed_at"] is not None, r.text
+    # What the pod writes reaches the workload's log while it runs (the kubelet's part played here).
+    pod = wait_for("its pod", lambda: one(kc, "pods", wid))["metadata"]["name"]
+    kc.cluster.run(kc.cluster.patch_pod_status(NS, pod, {"phase": "Running"}))
+    kc.cluster.write_pod_log(NS, pod, ["epoch 1 loss 0.93"])
+    logs = wait_for("the pod's line in its log", lambda: [
+        line for line in kc.call("GET", f"/workloads/{wid}/logs", kc.tokens["alice"]).json().get("lines", [])
+        if line == "epoch 1 loss 0.93"])
+    assert logs == ["epoch 1 loss 0.93"]
 
     kc.cluster.run(patch_status(kc.cluster, f"/apis/batch/v1/namespaces/{NS}/jobs/ch-{wid}/status",
                                 {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}))
