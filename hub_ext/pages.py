@@ -20,7 +20,7 @@ from tornado.escape import to_unicode, xhtml_escape
 from tornado.log import app_log
 
 from scheduler import SchedulerError, StoreUnavailable
-from scheduler.model import PENDING, TERMINAL
+from scheduler.model import HELD, PENDING, TERMINAL
 from scheduler.resources import CPU, GPU, MEMORY, fmt_amount, is_flavor, label
 
 from . import views
@@ -293,7 +293,9 @@ class PendingPage(AdminPage):
                          eta_seconds=None, eta_reason="not estimated for work this far down the line",
                          eta_earliest=False)
             rows.append(d)
-        return {"rows": rows, "explain_max": EXPLAIN_MAX}
+        # Held work is out of line (no position): what keeps it back, said apart.
+        held = [dict(views.workload(w), reason=sched.waits_for(w)) for w in sched.workloads(states=(HELD,))]
+        return {"rows": rows, "explain_max": EXPLAIN_MAX, "held": held}
 
 
 class ApprovalsPage(AdminPage):

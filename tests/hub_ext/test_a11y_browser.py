@@ -46,6 +46,8 @@ def busy_hub(tmp_path_factory):
         done = _ok(h.call("POST", "/workloads", alice, json={"queue": "vision", "resources": {"gpu": 1},
                                                             "name": "alice-done"}))
         _ok(h.call("DELETE", f"/workloads/{done['id']}", alice))      # for the landing page's ended table
+        _ok(h.call("POST", "/workloads", alice, json={"queue": "vision", "resources": {"gpu": 1}, "hold": True,
+                                                       "name": "alice-held"}))     # the pending page's held table
         big = {"queue": "nlp", "resources": {"gpu": 4}, "workers": 2}
         h.approvals = [_ok(h.call("POST", "/workloads", carol, json=dict(big, name=f"carol-{i}")))["id"]
                        for i in range(3)]
@@ -116,7 +118,9 @@ def test_landing_error_and_hub_home_have_no_axe_violations(busy_hub, browser):
     hub = busy_hub
     ctx, page = _page(browser, hub, hub.service_url + "/", "alice")
     try:
-        sync_api.expect(page.locator("main table.data:not(.ended) tbody tr")).to_have_count(3)   # gang, two waiting
+        # the gang, two waiting, one held
+        sync_api.expect(page.locator("main table.data:not(.ended) tbody tr")).to_have_count(4)
+        sync_api.expect(page.locator("main")).to_contain_text("held by alice: held at submission")
         sync_api.expect(page.locator("main table.ended tbody tr")).to_have_count(1)
         sync_api.expect(page.locator("main")).to_contain_text("alice-next")
         assert_accessible(page, "landing page")

@@ -106,14 +106,25 @@ def test_admin_edits_quota_and_drains_node(admin_hub, browser, tmp_path):
         alice = hub.tokens["alice"]
         gang = {"queue": "vision", "kind": "batch", "resources": {"gpu": 4}, "workers": 2, "time_limit": 7200}
         first, second = (hub.call("POST", "/workloads", alice, json=gang).json()["id"] for _ in range(2))
+        third = fourth = None
         try:
             page.click("nav >> text=Pending")
             page.wait_for_url(hub.service_url + "/admin/pending")
             row = page.locator(f"#w-{second}")
             sync_api.expect(row).to_contain_text(re.compile(r"in (2 h 0 min|1 h 59 min) or later"))
             sync_api.expect(row).to_contain_text("at the earliest: it would start on GPUs beyond queue vision's")
+            # Held work is listed apart, with what keeps it back.
+            third = hub.call("POST", "/workloads", alice, json={**gang, "after": [second]}).json()["id"]
+            fourth = hub.call("POST", "/workloads", alice, json={**gang, "hold": True}).json()["id"]
+            page.reload()
+            held = page.locator("#held-work")
+            sync_api.expect(held.locator(f"#w-{third} .reason")).to_have_text(
+                f"runs after {second} finishes (it is pending)")
+            sync_api.expect(held.locator(f"#w-{fourth} .reason")).to_contain_text("held by alice: held at submission")
+            sync_api.expect(page.locator(f"#pending-work #w-{third}")).to_have_count(0)
+            sync_api.expect(page.locator("h2#held")).to_have_text("Held (2)")
         finally:
-            for wid in (first, second):
+            for wid in filter(None, (first, second, third, fourth)):
                 hub.call("DELETE", f"/workloads/{wid}", alice)
 
         # Drain gpu-b from the nodes page.
