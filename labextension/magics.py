@@ -49,6 +49,16 @@ def _common(f):
     return f
 
 
+def _on_ids(*extra):
+    """The arguments of a magic that acts on job ids: ``-h``, ``extra`` options, then the ids."""
+    def wrap(f):
+        for a in (argument("ids", nargs="*", help="Job ids."), *reversed(extra),
+                  argument("-h", "--help", action="store_true", help="Show this help.")):
+            f = a(f)
+        return magic_arguments()(f)
+    return wrap
+
+
 @magics_class
 class ComputeHubMagics(Magics):
     def __init__(self, shell=None):
@@ -263,9 +273,7 @@ class ComputeHubMagics(Magics):
             except J.JobError as e:
                 self._fail(e)
 
-    @magic_arguments()
-    @argument("-h", "--help", action="store_true", help="Show this help.")
-    @argument("ids", nargs="*", help="Job ids.")
+    @_on_ids()
     @line_magic
     def cancel(self, line):
         """Cancel jobs: waiting ones leave the queue, running ones are stopped (SIGTERM, then kill)."""
@@ -275,10 +283,7 @@ class ComputeHubMagics(Magics):
             return f"{w['id']}: {w['state']}{then}"
         self._each(self.cancel, line, act)
 
-    @magic_arguments()
-    @argument("-h", "--help", action="store_true", help="Show this help.")
-    @argument("--reason", default="", help="Why it is held (shown with it).")
-    @argument("ids", nargs="*", help="Job ids.")
+    @_on_ids(argument("--reason", default="", help="Why it is held (shown with it)."))
     @line_magic
     def hold(self, line):
         """Keep waiting jobs from starting until %release; they keep their ids."""
@@ -287,9 +292,7 @@ class ComputeHubMagics(Magics):
             return f"{w['id']}: {w['state']} ({w['reason']})"
         self._each(self.hold, line, act)
 
-    @magic_arguments()
-    @argument("-h", "--help", action="store_true", help="Show this help.")
-    @argument("ids", nargs="*", help="Job ids.")
+    @_on_ids()
     @line_magic
     def release(self, line):
         """Let held jobs join the queue (their wait counts from now)."""
