@@ -4,7 +4,7 @@ A submission names up to ``MAX_AFTER`` workloads of the same user, each with a c
 ``ok`` (the default: it finished, exit code 0), ``any`` (it ended, however) or ``failed`` (it
 ended without finishing: failed, cancelled, preempted for good, reclaimed, rejected). Until
 every condition holds the workload is ``held``: not in line, no position, nothing held for it.
-Each cycle, before deciding, ``release`` looks at held work: once all it runs after has ended
+Each cycle, before deciding, ``release_held`` looks at held work: once all it runs after has ended
 as asked it joins the line (``eligible_at``: its wait counts from then, so holding work back
 earns it no age); once one of them has ended otherwise it never could, and it is cancelled,
 saying which and how (Slurm's ``kill_invalid_depend``). Work after work cancelled so is
@@ -107,8 +107,11 @@ class Dependencies:
         released: list[Workload] = []
         cancelled: list[Workload] = []
         if not held:
+            self.__dict__.pop("_ended_dependencies", None)
             return released, cancelled
-        ended: dict[str, Workload | None] = {}
+        # Ended work never changes: what was read of it stays good for the cycles that follow
+        # (held work waiting on a live job too does not read its ended ones again each cycle).
+        ended: dict[str, Workload | None] = self.__dict__.setdefault("_ended_dependencies", {})
         for w in sorted(held.values(), key=lambda x: x.seq):
             waiting, never, how = False, "", []
             for entry in w.after:
@@ -140,6 +143,9 @@ class Dependencies:
                 self._event(now, "released", w, "; ".join(how))
                 self.state.pending[w.id] = w
                 released.append(w)
+        named = {split(entry)[0] for w in held.values() for entry in w.after}
+        for wid in [wid for wid in ended if wid not in named]:
+            del ended[wid]
         return released, cancelled
 
     def waits_for(self, w: Workload) -> str:

@@ -161,3 +161,20 @@ def test_held_work_survives_a_restart_and_a_purged_dependency(tmp_path):
     assert s.get(ok.id).state == CANCELLED and "record is gone" in s.get(ok.id).reason
     assert s.get(anyway.id).state == ADMITTED
     s.store.close()
+
+
+def test_an_ended_dependency_is_read_from_the_store_once_not_every_cycle(monkeypatch):
+    s = cluster(nodes=1, gpus=8)
+    a, b = job(s, gpus=1, now=0), job(s, gpus=1, now=0)
+    s.cycle(now=1)
+    w = job(s, gpus=1, now=2, after=[a.id, b.id])
+    s.mark_finished(a.id, now=3)
+    reads = []
+    real = s.store.get_workload
+    monkeypatch.setattr(s.store, "get_workload", lambda wid: reads.append(wid) or real(wid))
+    for t in range(4, 10):
+        s.cycle(now=t)
+    assert reads == [a.id] and s.get(w.id).state == HELD      # b still runs
+    s.mark_finished(b.id, now=10)
+    s.cycle(now=11)
+    assert s.get(w.id).state == ADMITTED and not s.__dict__.get("_ended_dependencies")   # nothing kept
