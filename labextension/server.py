@@ -2,6 +2,7 @@
 
 ``GET  computehub/workloads``             my work, my queues (proxied to the service)
 ``DELETE computehub/workloads/{id}``      cancel one of mine
+``POST computehub/workloads/{id}/hold``    keep one of mine from starting (``/release``: let it go)
 ``GET  computehub/workloads/{id}/logs``   its logs (``?tail=N``, or ``?after=BYTES``: what is new)
 ``GET  computehub/gpu``                   this server's GPUs from NVML
 
@@ -88,6 +89,16 @@ class WorkloadHandler(_Base):
         self.finish(json.dumps(w))
 
 
+class HoldHandler(_Base):
+    @web.authenticated
+    async def post(self, wid, action):
+        try:
+            w = await self.client.call("POST", f"workloads/{quote(wid, safe='')}/{action}", body={})
+        except UpstreamError as e:
+            return self.fail(e)
+        self.finish(json.dumps(w))
+
+
 class LogsHandler(_Base):
     def _invalid(self, message: str):
         self.set_status(400)
@@ -132,6 +143,7 @@ def load(serverapp) -> None:
         (url_path_join(base, "workloads"), WorkloadsHandler),
         (url_path_join(base, "workloads", wid), WorkloadHandler),
         (url_path_join(base, "workloads", wid, "logs"), LogsHandler),
+        (url_path_join(base, "workloads", wid, "(?P<action>hold|release)"), HoldHandler),
         (url_path_join(base, "gpu"), GPUHandler),
     ])
     serverapp.log.info("ComputeHub lab extension: service %s", cfg.service_url or "(not configured)")

@@ -33,7 +33,7 @@ class ServiceClient:
         self.serve_prefix = serve_prefix   # the browser's path to the service, for serve/<id>/ links
         self._me: tuple[float, dict] | None = None
 
-    async def call(self, method: str, path: str, query: dict | list | None = None):
+    async def call(self, method: str, path: str, query: dict | list | None = None, body: dict | None = None):
         if not self.url:
             raise UpstreamError(503, "not_configured",
                                 "ComputeHub's address is not set: the spawner sets COMPUTEHUB_URL "
@@ -42,7 +42,10 @@ class ServiceClient:
             raise UpstreamError(503, "not_configured",
                                 "this server has no JUPYTERHUB_API_TOKEN to call ComputeHub with")
         url = f"{self.url}/api/v1/{path}" + (f"?{urlencode(query, doseq=True)}" if query else "")
-        req = HTTPRequest(url, method=method, headers={"Authorization": f"token {self.token}"},
+        headers = {"Authorization": f"token {self.token}"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        req = HTTPRequest(url, method=method, headers=headers, body=None if body is None else json.dumps(body),
                           request_timeout=self.timeout, connect_timeout=self.timeout)
         try:
             resp = await AsyncHTTPClient().fetch(req)

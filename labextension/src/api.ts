@@ -37,6 +37,9 @@ export const fetchWorkloads = () => requestAPI<WorkloadsReport>('workloads');
 export const fetchGpu = () => requestAPI<GpuReport>('gpu');
 export const cancelWorkload = (id: string) =>
   requestAPI<unknown>(`workloads/${encodeURIComponent(id)}`, { method: 'DELETE' });
+/** Keep one of my waiting workloads from starting (`hold`), or let it go (`release`). */
+export const holdOrRelease = (id: string, action: 'hold' | 'release') =>
+  requestAPI<unknown>(`workloads/${encodeURIComponent(id)}/${action}`, { method: 'POST', body: '{}' });
 /** A piece of a job's log: its last `tail` lines, or the lines after byte `after` (logview.ts). */
 export const fetchLogPiece = (id: string, query: { tail?: number; after?: number }) =>
   requestAPI<LogPiece>(

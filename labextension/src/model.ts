@@ -323,6 +323,16 @@ export function meanHistory(devices: GpuDevice[]): number[] {
   return out;
 }
 
+/** What I may do about a workload's hold: hold it (waiting, nobody holds it yet), release it (held
+ * by me; an admin's hold only an admin releases), or nothing. */
+export function holdAction(w: Workload): 'hold' | 'release' | null {
+  const hold = w.metadata?.hold;
+  if (w.state === 'pending' || (w.state === 'held' && !hold)) {
+    return 'hold';
+  }
+  return w.state === 'held' && hold && !hold.admin ? 'release' : null;
+}
+
 /** Which of my workloads can still be cancelled (not one already being cancelled or reclaimed). */
 export function cancellable(w: Workload): boolean {
   return LIVE_STATES.includes(w.state) && w.state !== 'cancelling' && w.state !== 'reclaiming';

@@ -12,13 +12,14 @@
 import { Widget } from '@lumino/widgets';
 
 import { Announcer, announcements } from './announce';
-import { cancelWorkload, fetchLogPiece } from './api';
+import { cancelWorkload, fetchLogPiece, holdOrRelease } from './api';
+import { el } from './dom';
 import { LogFollower } from './logview';
 import {
   GpuDevice,
-  QueueUsage,
   Workload,
   cancellable,
+  holdAction,
   formatEta,
   gigabytes,
   gpuRequest,
@@ -26,31 +27,15 @@ import {
   placementText,
   preemptedText,
   checkpointText,
-  queueFill,
-  queueUsageText,
   reasonText,
   sparklinePoints,
   stateWords,
   LIVE_STATES
 } from './model';
+import { queueSection } from './queues';
 import { ComputeHubStore } from './store';
 
 const SVG = 'http://www.w3.org/2000/svg';
-
-function el<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  cls = '',
-  text = ''
-): HTMLElementTagNameMap[K] {
-  const e = document.createElement(tag);
-  if (cls) {
-    e.className = cls;
-  }
-  if (text) {
-    e.textContent = text;
-  }
-  return e;
-}
 
 export function sparkline(samples: number[], width = 120, height = 24): SVGSVGElement {
   const svg = document.createElementNS(SVG, 'svg');
@@ -120,7 +105,7 @@ export class ComputeHubPanel extends Widget {
     root.appendChild(this.banner());
     root.appendChild(this.gpuSection());
     root.appendChild(this.workSection());
-    root.appendChild(this.queueSection());
+    root.appendChild(queueSection(this.store.report?.queues || []));
     const logs = this.logs;
     if (logs) {
       const box = el('section', 'jp-ComputeHub-logs');
@@ -307,6 +292,15 @@ export class ComputeHubPanel extends Widget {
       b.onclick = () => void this.cancel(w, armed);
       bar.appendChild(b);
     }
+    const hold = here ? null : holdAction(w);
+    if (hold) {
+      const label = hold === 'hold' ? 'Hold' : 'Release';
+      const b = el('button', `jp-ComputeHub-button jp-ComputeHub-${hold}`, label);
+      b.setAttribute('aria-label', `${label} ${w.name || w.id}`);
+      b.dataset.focusKey = `${hold}:${w.id}`;
+      b.onclick = () => void this.perform(hold, w, () => holdOrRelease(w.id, hold));
+      bar.appendChild(b);
+    }
     if (w.kind !== 'notebook') {
       const b = el('button', 'jp-ComputeHub-button jp-ComputeHub-logs-button', 'Logs');
       b.setAttribute('aria-label', `Logs of ${w.name || w.id}`);
@@ -333,11 +327,16 @@ export class ComputeHubPanel extends Widget {
       return;
     }
     this.armed = '';
+    await this.perform('cancel', w, () => cancelWorkload(w.id));
+  }
+
+  /** Do something to a workload, say why if it failed, and show what it changed. */
+  private async perform(what: string, w: Workload, call: () => Promise<unknown>): Promise<void> {
     try {
-      await cancelWorkload(w.id);
+      await call();
       this.actionError = '';
     } catch (e) {
-      this.actionError = `Could not cancel ${w.name}: ${(e as Error).message}`;
+      this.actionError = `Could not ${what} ${w.name || w.id}: ${(e as Error).message}`;
     }
     await this.store.poller.refresh();
     this.render();
@@ -355,28 +354,5 @@ export class ComputeHubPanel extends Widget {
     }
     this.focusAfterRender = 'logs-text'; // the logs open where the keyboard is
     this.render();
-  }
-
-  private queueSection(): HTMLElement {
-    const sec = el('section', 'jp-ComputeHub-queues');
-    sec.appendChild(el('h3', '', 'My queues'));
-    for (const q of this.store.report?.queues || []) {
-      sec.appendChild(this.queue(q));
-    }
-    return sec;
-  }
-
-  private queue(q: QueueUsage): HTMLElement {
-    const row = el('div', 'jp-ComputeHub-queue');
-    row.dataset.queue = q.name;
-    row.appendChild(el('div', 'jp-ComputeHub-name', `${q.name} · ${q.running ?? 0} running, ${q.pending ?? 0} waiting`));
-    const bar = el('div', 'jp-ComputeHub-bar');
-    bar.setAttribute('aria-hidden', 'true'); // the usage is in words below it
-    const fill = el('div', 'jp-ComputeHub-bar-fill');
-    fill.style.width = `${Math.round(queueFill(q) * 100)}%`;
-    bar.appendChild(fill);
-    row.appendChild(bar);
-    row.appendChild(el('div', 'jp-ComputeHub-facts', queueUsageText(q)));
-    return row;
   }
 }

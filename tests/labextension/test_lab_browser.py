@@ -233,6 +233,16 @@ def test_status_bar_and_panel_follow_a_queued_job_to_running(labhub, browser, tm
         sync_api.expect(gpus.locator(".jp-ComputeHub-sparkline")).to_be_visible()
         shoot(page, tmp_path, "lab-queued.png")
 
+        # Held from the panel, it says who holds it and offers Release; released, it waits in line again.
+        row.locator(".jp-ComputeHub-hold").click()
+        sync_api.expect(row).to_have_attribute("data-state", "held", timeout=30_000)
+        sync_api.expect(row.locator(".jp-ComputeHub-reason")).to_contain_text(
+            "waiting for the jobs it runs after to end: held by alice")
+        assert workload(hub, job)["metadata"]["hold"]["by"] == "alice"
+        row.locator(".jp-ComputeHub-release").click()
+        sync_api.expect(row).to_have_attribute("data-state", "pending", timeout=30_000)
+        sync_api.expect(row.locator(".jp-ComputeHub-hold")).to_be_visible()
+
         # The GPUs free up: bob's job is cancelled; alice's is admitted and its launcher reports running.
         assert hub.call("DELETE", f"/workloads/{bob_job}", hub.tokens["bob"]).status_code == 200
         wait_for("alice's job to be admitted", lambda: workload(hub, job)["state"] == "admitted", 30)

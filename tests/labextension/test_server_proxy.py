@@ -147,6 +147,24 @@ async def test_cancel_logs_and_recently_ended(jp_fetch, hub):
     cancel_all(hub)
 
 
+async def test_hold_and_release_one_of_mine(jp_fetch, hub):
+    cancel_all(hub)
+    blocker = submit(hub, "bob", name="fills-vision", kind="batch", resources={"gpu": 2})
+    w = submit(hub, "alice", name="to-hold", kind="batch", resources={"gpu": 1})
+    code, body = await fetch(jp_fetch, "workloads", w["id"], "hold", method="POST", body="{}")
+    assert code == 200 and body["state"] == "held" and body["metadata"]["hold"]["by"] == "alice", body
+    code, body = await fetch(jp_fetch, "workloads", w["id"], "hold", method="POST", body="{}")
+    assert code == 409 and "held already (by alice)" in body["message"], body
+    code, body = await fetch(jp_fetch, "workloads", w["id"], "release", method="POST", body="{}")
+    assert code == 200 and body["state"] == "pending", body
+    code, body = await fetch(jp_fetch, "workloads", blocker["id"], "hold", method="POST", body="{}")
+    assert code == 404 and body["error"] == "not_found", body          # bob's: not even there for alice
+    with pytest.raises(HTTPClientError) as e:          # only hold and release are passed on
+        await jp_fetch("computehub", "workloads", w["id"], "approve", method="POST", body="{}")
+    assert e.value.code == 404
+    cancel_all(hub)
+
+
 @pytest.mark.parametrize("lab_config", [{"api_token": "not-a-token"}])
 async def test_a_token_the_service_refuses_is_a_clear_403(jp_fetch, hub, lab_config):
     code, body = await fetch(jp_fetch, "workloads")

@@ -1,6 +1,7 @@
 import {
   GpuDevice,
   cancellable,
+  holdAction,
   checkpointText,
   Workload,
   WorkloadsReport,
@@ -143,6 +144,12 @@ describe('status bar', () => {
     expect(queuedSummary(borrowing)).toBe('Queued #2 · ≥ 2 h');
     expect(queuedSummary(wl({ state: 'awaiting_approval' }))).toBe('Awaiting approval');
     expect(queuedSummary(wl({ state: 'held' }))).toBe('Held: runs after other jobs');
+    // Hold what waits; release my own hold, never an admin's.
+    expect(holdAction(wl({ state: 'pending' }))).toBe('hold');
+    expect(holdAction(wl({ state: 'held' }))).toBe('hold'); // held for what it runs after only
+    expect(holdAction(wl({ state: 'held', metadata: { hold: { by: 'alice', admin: false } } }))).toBe('release');
+    expect(holdAction(wl({ state: 'held', metadata: { hold: { by: 'ada', admin: true } } }))).toBeNull();
+    expect(holdAction(wl({ state: 'running' }))).toBeNull();
     // Work in line (with a place) comes before work held for the jobs it runs after.
     const held = report([wl({ id: 'h', state: 'held' }), pending(5, 60, 'q')]);
     expect(waiting(held.workloads).map(w => w.id)).toEqual(['q', 'h']);
