@@ -14,6 +14,9 @@ from __future__ import annotations
 from .errors import Conflict, Forbidden
 from .model import HELD, HOLD, PENDING, Workload
 
+# Its user waits at the spawn page for it: a held spawn would only fail there.
+NO_NOTEBOOKS = "a notebook's spawn cannot be held; stop the server (or cancel the spawn) instead"
+
 
 class Holds:
     """Needs ``get``, ``state``, ``store``, ``_now``, ``_tx``, ``_event`` and ``waits_for`` of the
@@ -26,6 +29,8 @@ class Holds:
         if w.state not in (PENDING, HELD):
             raise Conflict(f"workload {workload_id} is {w.state.replace('_', ' ')}; only waiting work "
                            "(pending, or held for the work it runs after) can be held")
+        if w.kind == "notebook":
+            raise Conflict(NO_NOTEBOOKS)
         old = w.metadata.get(HOLD)
         if old and (old.get("admin") or not admin):
             raise Conflict(f"workload {workload_id} is held already ({_by(old)})")

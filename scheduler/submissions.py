@@ -24,7 +24,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from . import validation
-from .errors import Conflict, SchedulerError, TooManyWaiting
+from .errors import Conflict, SchedulerError, TooManyWaiting, ValidationError
+from .holds import NO_NOTEBOOKS
 from .model import AWAITING_APPROVAL, HELD, HOLD, PENDING, REJECTED, Event, Workload
 from .resources import fmt_amount, label, render
 
@@ -88,6 +89,8 @@ class SubmissionsMixin:
                 w = Workload(id=f"w{seq:07d}", seq=seq, submitted_at=batch.now, **fields)
                 w.state = self.initial_state(w)
                 if spec.get("hold"):
+                    if w.kind == "notebook":
+                        raise ValidationError(NO_NOTEBOOKS)
                     w.metadata[HOLD] = {"by": w.user, "admin": False, "at": batch.now, "reason": "held at submission"}
                     w.state = HELD
                 if w.state == HELD:

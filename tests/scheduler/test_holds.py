@@ -50,6 +50,11 @@ def test_only_waiting_work_is_held_and_only_once_by_each():
         s.hold(w.id, now=5, actor="boss", admin=True)
     assert s.release(w.id, now=6, actor="root", admin=True).state == PENDING
     assert s.cancel(s.hold(w.id, now=7).id, now=8).state == CANCELLED      # held work can be cancelled
+    spawn = job(s, kind="notebook", gpus=1, now=9)       # pending: no cycle since
+    with pytest.raises(Conflict, match="a notebook's spawn cannot be held"):
+        s.hold(spawn.id, now=10)
+    with pytest.raises(ValidationError, match="a notebook's spawn cannot be held"):
+        job(s, kind="notebook", now=10, hold=True)
 
 
 def test_a_hold_and_dependencies_together():
