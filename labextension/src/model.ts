@@ -324,9 +324,12 @@ export function meanHistory(devices: GpuDevice[]): number[] {
 }
 
 /** What I may do about a workload's hold: hold it (waiting, nobody holds it yet), release it (held
- * by me; an admin's hold only an admin releases), or nothing. */
+ * by me; an admin's hold only an admin releases), or nothing (a notebook's spawn is never held). */
 export function holdAction(w: Workload): 'hold' | 'release' | null {
   const hold = w.metadata?.hold;
+  if (w.kind === 'notebook') {
+    return null;
+  }
   if (w.state === 'pending' || (w.state === 'held' && !hold)) {
     return 'hold';
   }

@@ -150,6 +150,7 @@ describe('status bar', () => {
     expect(holdAction(wl({ state: 'held', metadata: { hold: { by: 'alice', admin: false } } }))).toBe('release');
     expect(holdAction(wl({ state: 'held', metadata: { hold: { by: 'ada', admin: true } } }))).toBeNull();
     expect(holdAction(wl({ state: 'running' }))).toBeNull();
+    expect(holdAction(wl({ state: 'pending', kind: 'notebook' }))).toBeNull();
     // Work in line (with a place) comes before work held for the jobs it runs after.
     const held = report([wl({ id: 'h', state: 'held' }), pending(5, 60, 'q')]);
     expect(waiting(held.workloads).map(w => w.id)).toEqual(['q', 'h']);
