@@ -24,10 +24,11 @@ import time
 
 from traitlets import Float, validate
 
+from scheduler.config_checks import check_number
+
 from .kube import LABEL_PREFIX, label_value
 from .kube_manifests import JOB_INDEX_ANNOTATION
 from .launch_base import LauncherBackend
-from scheduler.config_checks import check_number
 
 SINCE_MARGIN = 120.0      # seconds read again before the last line shipped (clock skew, slow reads)
 READ_TIMEOUT = 10.0
@@ -106,6 +107,7 @@ class PodLogs(LauncherBackend):
         shipped[wid] = now
         api = await self.api()
         marks = self._read_marks(workload)
+        before = dict(marks)
         per_pod: list[list[tuple[tuple, str]]] = []
         notes: list[str] = []
         try:
@@ -140,7 +142,7 @@ class PodLogs(LauncherBackend):
                 f.write("".join(line + "\n" for line in lines))
         for note in notes if final else ():
             self._log(workload, note)
-        if marks:
+        if marks != before:                         # where it stopped, for a launcher started after this one
             os.makedirs(self.logs_dir, exist_ok=True)
             tmp = self._marks_path(workload) + ".tmp"
             with open(tmp, "w") as f:
