@@ -140,8 +140,8 @@ def test_cancel_approval_and_the_cap():
         job(s, gpus=1, now=8)
 
 
-def test_held_work_survives_a_restart_and_a_purged_dependency(tmp_path):
-    url = f"sqlite:///{tmp_path / 'ch.sqlite'}"
+def test_held_work_survives_a_restart_and_a_purged_dependency(store_url):
+    url = store_url           # SQLite and PostgreSQL
     s = Scheduler(store=SqlStore(url), config=EngineConfig())
     s.put_node({"name": "n0", "gpus": 8}, now=0)
     s.put_queue({"name": "a", "guaranteed": {"gpu": 8}}, now=0)

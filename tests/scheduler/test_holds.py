@@ -80,8 +80,8 @@ def test_a_hold_and_dependencies_together():
     assert s.get(b.id).state == CANCELLED
 
 
-def test_submitted_held_through_approval_and_a_restart(tmp_path):
-    url = f"sqlite:///{tmp_path / 'ch.sqlite'}"
+def test_submitted_held_through_approval_and_a_restart(store_url):
+    url = store_url           # SQLite and PostgreSQL
     s = Scheduler(store=SqlStore(url), config=EngineConfig())
     s.put_node({"name": "n0", "gpus": 8}, now=0)
     s.put_queue({"name": "a", "guaranteed": {"gpu": 8}, "approval_above": {"gpu": 4}}, now=0)
