@@ -137,13 +137,20 @@ def _group(pid: int) -> int | None:
 
 
 def _lingering(pid: int, shells: set[int]) -> bool:
-    """Whether ``pid`` is a worker's shell's own sleep while it waits for what the job left."""
+    """Whether ``pid`` is a worker's shell's own sleep while it waits for what the job left, or
+    the shell's fork about to become that sleep (its command line still the shell's: after the
+    job has ended, the shell forks nothing else)."""
     try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            if f.read() != LINGER:
-                return False
         with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[1]) in shells
+            parent = int(f.read().rsplit(")", 1)[1].split()[1])
+        if parent not in shells:
+            return False
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmdline = f.read()
+        if cmdline == LINGER:
+            return True
+        with open(f"/proc/{parent}/cmdline", "rb") as f:
+            return cmdline == f.read()
     except (OSError, ValueError, IndexError):
         return False
 

@@ -117,3 +117,31 @@ def test_with_find_escaped_off_only_the_old_traces_find_it(root):
         assert ended.reason == "exit code 0" and alive(daemon), ended
     finally:
         os.kill(daemon, signal.SIGKILL)
+
+
+def test_the_shells_own_fork_is_not_taken_for_something_the_job_left(tmp_path):
+    """After the job ends, its worker's shell forks ``sleep 0.2`` while it waits for what the job
+    left; caught between the fork and the exec, that child still has the shell's command line.
+    It is the shell's own, not the job's (seen once in CI as a third "left" process)."""
+    import subprocess
+    import sys
+    import time
+
+    from spawner.local_runs import _lingering
+    code = "import os, sys, time\nif os.fork() == 0:\n    time.sleep(30)\nsys.stdout.write('x\\n'); sys.stdout.flush()\n" \
+           "time.sleep(30)\n"
+    shell = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, start_new_session=True)
+    job = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        shell.stdout.readline()                           # it has forked
+        deadline = time.monotonic() + 10
+        while not (forks := descendants(shell.pid)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(forks) == 1
+        assert _lingering(forks[0], {shell.pid})         # a fork of the shell, not yet anything else
+        assert not _lingering(forks[0], {job.pid})       # ... only of a worker's shell
+        assert not _lingering(job.pid, {shell.pid})      # not the shell's child
+    finally:
+        for p in (shell, job):
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
