@@ -11,9 +11,11 @@ work stays held for that after its release, until the next cycle finds it ended.
 
 from __future__ import annotations
 
+from . import validation
 from .errors import Conflict, Forbidden
 from .model import HELD, HOLD, PENDING, Workload
 
+MAX_REASON = 500
 # Its user waits at the spawn page for it: a held spawn would only fail there.
 NO_NOTEBOOKS = "a notebook's spawn cannot be held; stop the server (or cancel the spawn) instead"
 
@@ -25,6 +27,7 @@ class Holds:
     def hold(self, workload_id: str, now=None, actor: str = "", admin: bool = False, reason: str = "") -> Workload:
         """Hold ``workload_id`` (pending, or held for its dependencies): it will not start until
         released. ``admin``: an admin's hold, which only an admin may release."""
+        reason = validation.free_text("reason", reason, MAX_REASON).strip()
         w = self.get(workload_id)
         if w.state not in (PENDING, HELD):
             raise Conflict(f"workload {workload_id} is {w.state.replace('_', ' ')}; only waiting work "

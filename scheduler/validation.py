@@ -34,12 +34,17 @@ def check_name(what: str, value) -> str:
 
 def workload_name(value) -> str:
     """A workload's name: free text (absent or null: none), printable."""
+    return free_text("name", value, MAX_WORKLOAD_NAME)
+
+
+def free_text(what: str, value, most: int) -> str:
+    """Text a user gives that others see (a name, a reason): at most ``most`` characters, printable."""
     value = "" if value is None else value
-    if not isinstance(value, str) or len(value) > MAX_WORKLOAD_NAME:
-        raise ValidationError(f"name must be text of at most {MAX_WORKLOAD_NAME} characters")
+    if not isinstance(value, str) or len(value) > most:
+        raise ValidationError(f"{what} must be text of at most {most} characters")
     bad = UNPRINTABLE.search(value)
     if bad:
-        raise ValidationError(f"name must not contain control characters (terminal escapes, line breaks, "
+        raise ValidationError(f"{what} must not contain control characters (terminal escapes, line breaks, "
                               f"bidirectional overrides); got {bad.group()!r} at position {bad.start()}")
     return value
 

@@ -54,6 +54,8 @@ def test_bad_hold_requests_are_refused(hub, submitted):  # noqa: F811
     assert r.status_code == 400 and "unknown field(s): why (it takes reason)" in r.json()["message"]
     r = hub.call("POST", f"/workloads/{w['id']}/hold", hub.tokens["alice"], json={"reason": "x" * 501})
     assert r.status_code == 400 and "at most 500 characters" in r.json()["message"]
+    r = hub.call("POST", f"/workloads/{w['id']}/hold", hub.tokens["alice"], json={"reason": "ok\x1b]0;pwned\x07"})
+    assert r.status_code == 400 and "reason must not contain control characters" in r.json()["message"]
     r = hub.call("POST", f"/workloads/{w['id']}/release", hub.tokens["alice"], json={"now": True})
     assert r.status_code == 400 and "it takes none" in r.json()["message"]
     r = hub.call("POST", "/workloads", hub.tokens["alice"], json={"resources": {"cpu": "100m"}, "hold": "yes"})
