@@ -35,6 +35,7 @@ class Scheduler(DurableMemory, Cancels, Dependencies, Holds, StartDeadline, Stop
         self.prices = dict(prices or {})
         self.last: CycleResult | None = None
         self._unapplied: dict[str, Workload] = {}     # prepared submissions not yet applied
+        self._ended_dependencies: dict[str, Workload | None] = {}    # dependencies.py: ended work held work names
         self._stale = False     # memory may hold changes of a failed transaction (see ensure_current)
         self._load()
 

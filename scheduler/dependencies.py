@@ -21,7 +21,7 @@ import re
 
 from .errors import ValidationError
 from .holds import hold_words
-from .model import CANCELLED, FINISHED, HELD, HOLD, PENDING, TERMINAL, Workload
+from .model import FINISHED, HELD, HOLD, PENDING, TERMINAL, Workload
 
 MAX_AFTER = 64
 CONDITIONS = {"ok": "finishes", "any": "ends", "failed": "ends without finishing"}
@@ -74,7 +74,8 @@ def _ended_words(wid: str, d: Workload | None) -> str:
 
 
 class Dependencies:
-    """Needs ``state``, ``store``, ``_unapplied``, ``_event`` of the ``Scheduler``."""
+    """Needs ``state``, ``store``, ``_unapplied``, ``_event``, ``cancel`` and ``_ended_dependencies``
+    (ended work named by held work, as read from the store) of the ``Scheduler``."""
 
     def _dependency(self, wid: str) -> Workload | None:
         return self.state.workloads.get(wid) or self._unapplied.get(wid) or self.store.get_workload(wid)
@@ -107,11 +108,11 @@ class Dependencies:
         released: list[Workload] = []
         cancelled: list[Workload] = []
         if not held:
-            self.__dict__.pop("_ended_dependencies", None)
+            self._ended_dependencies.clear()
             return released, cancelled
         # Ended work never changes: what was read of it stays good for the cycles that follow
         # (held work waiting on a live job too does not read its ended ones again each cycle).
-        ended: dict[str, Workload | None] = self.__dict__.setdefault("_ended_dependencies", {})
+        ended = self._ended_dependencies
         for w in sorted(held.values(), key=lambda x: x.seq):
             waiting, never, how = False, "", []
             for entry in w.after:
@@ -129,24 +130,23 @@ class Dependencies:
                     never = f"{_ended_words(wid, d)}, and this was to run after it {CONDITIONS[cond]}"
                     break
             if never:
-                held.pop(w.id)
-                w.state, w.ended_at, w.reason = CANCELLED, now, never
-                self.store.put_workload(w)
-                self._event(now, "cancelled", w, never)
-                self.state.forget(w)
-                ended[w.id] = w
+                ended[w.id] = self.cancel(w.id, now, reason=never)     # joins the cycle's transaction
                 cancelled.append(w)
             elif not waiting and HOLD not in w.metadata:       # a hold keeps it back (holds.py)
-                held.pop(w.id)
-                w.state, w.reason, w.eligible_at = PENDING, "", now
-                self.store.put_workload(w)
+                self.join_line(w, now)
                 self._event(now, "released", w, "; ".join(how))
-                self.state.pending[w.id] = w
                 released.append(w)
         named = {split(entry)[0] for w in held.values() for entry in w.after}
         for wid in [wid for wid in ended if wid not in named]:
             del ended[wid]
         return released, cancelled
+
+    def join_line(self, w: Workload, now: float) -> None:
+        """Held work joins the line, its wait counted from ``now``. Call inside a transaction."""
+        self.state.held.pop(w.id, None)
+        w.state, w.reason, w.eligible_at = PENDING, "", now
+        self.store.put_workload(w)
+        self.state.pending[w.id] = w
 
     def waits_for(self, w: Workload) -> str:
         """Why held work waits, as of now: its hold, what it still runs after, and in what state

@@ -21,8 +21,8 @@ NO_NOTEBOOKS = "a notebook's spawn cannot be held; stop the server (or cancel th
 
 
 class Holds:
-    """Needs ``get``, ``state``, ``store``, ``_now``, ``_tx``, ``_event`` and ``waits_for`` of the
-    ``Scheduler``."""
+    """Needs ``get``, ``state``, ``store``, ``_now``, ``_tx``, ``_event``, ``waits_for`` and
+    ``join_line`` of the ``Scheduler``."""
 
     def hold(self, workload_id: str, now=None, actor: str = "", admin: bool = False, reason: str = "") -> Workload:
         """Hold ``workload_id`` (pending, or held for its dependencies): it will not start until
@@ -40,7 +40,7 @@ class Holds:
         now = self._now(now)
         with self._tx():
             self.state.pending.pop(w.id, None)
-            w.metadata = {**w.metadata, HOLD: {"by": actor, "admin": bool(admin), "at": now, "reason": reason}}
+            w.metadata = {**w.metadata, HOLD: hold_record(actor, admin, now, reason)}
             w.state = HELD
             w.reason = self.waits_for(w)
             self.store.put_workload(w)
@@ -61,16 +61,18 @@ class Holds:
         now = self._now(now)
         with self._tx():
             w.metadata = {k: v for k, v in w.metadata.items() if k != HOLD}
-            if not w.after:
-                w.state, w.reason, w.eligible_at = PENDING, "", now
-            else:
+            if w.after:
                 w.reason = self.waits_for(w)
-            self.store.put_workload(w)
+                self.store.put_workload(w)
+            else:
+                self.join_line(w, now)
             self._event(now, "hold_released", w, "", actor=actor)
-        if w.state == PENDING:
-            self.state.held.pop(w.id, None)
-            self.state.pending[w.id] = w
         return w
+
+
+def hold_record(by: str, admin: bool, at: float, reason: str) -> dict:
+    """What ``metadata.hold`` keeps: who holds it, whether an admin, since when, why."""
+    return {"by": by, "admin": bool(admin), "at": at, "reason": reason}
 
 
 def _by(hold: dict) -> str:

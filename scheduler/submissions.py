@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from . import validation
 from .errors import Conflict, SchedulerError, TooManyWaiting, ValidationError
-from .holds import NO_NOTEBOOKS
+from .holds import NO_NOTEBOOKS, hold_record
 from .model import AWAITING_APPROVAL, HELD, HOLD, PENDING, REJECTED, Event, Workload
 from .resources import fmt_amount, label, render
 
@@ -91,7 +91,7 @@ class SubmissionsMixin:
                 if spec.get("hold"):
                     if w.kind == "notebook":
                         raise ValidationError(NO_NOTEBOOKS)
-                    w.metadata[HOLD] = {"by": w.user, "admin": False, "at": batch.now, "reason": "held at submission"}
+                    w.metadata[HOLD] = hold_record(w.user, False, batch.now, "held at submission")
                     w.state = HELD
                 if w.state == HELD:
                     w.reason = self.waits_for(w)

@@ -79,6 +79,11 @@ class PodLogs(LauncherBackend):
         one log request per started pod, from one listing of all their pods shared by every workload;
         0 reads at every look.""")
 
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self._logs_read_at: dict[str, float] = {}      # per workload, when its pods' logs were last read
+        self._log_listing: tuple[float, dict] | None = None     # (when, pods by workload): shared by all
+
     @validate("log_interval")
     def _log_interval_ok(self, proposal):
         return check_number(f"{type(self).__name__}.log_interval", proposal.value, low=0, unit="seconds")
@@ -100,7 +105,7 @@ class PodLogs(LauncherBackend):
         left out; when ``final`` and nothing could be read, the log says so."""
         from kubernetes_asyncio.client.exceptions import ApiException
         wid = workload["id"]
-        shipped = self.__dict__.setdefault("_logs_read_at", {})
+        shipped = self._logs_read_at
         now = time.monotonic()
         if not final and now - shipped.get(wid, -math.inf) < self.log_interval:
             return
@@ -155,18 +160,18 @@ class PodLogs(LauncherBackend):
         if final:
             selector = f"{LABEL_PREFIX}workload={label_value(workload['id'])}"
             return (await api["core"].list_namespaced_pod(self.namespace, label_selector=selector)).items
-        listing = self.__dict__.get("_log_listing")
+        listing = self._log_listing
         if listing is None or now - listing[0] >= self.log_interval:
             pods = await api["core"].list_namespaced_pod(self.namespace, label_selector=f"{LABEL_PREFIX}workload")
             by: dict[str, list] = {}
             for p in pods.items:
                 by.setdefault((p.metadata.labels or {}).get(f"{LABEL_PREFIX}workload"), []).append(p)
-            listing = self.__dict__["_log_listing"] = (now, by)
+            listing = self._log_listing = (now, by)
         return listing[1].get(label_value(workload["id"]), [])
 
     def forget_logs(self, workload: dict) -> None:
         """The workload is cleaned up: its read marks go."""
-        self.__dict__.setdefault("_logs_read_at", {}).pop(workload["id"], None)
+        self._logs_read_at.pop(workload["id"], None)
         try:
             os.unlink(self._marks_path(workload))
         except OSError:

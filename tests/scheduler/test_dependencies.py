@@ -177,4 +177,4 @@ def test_an_ended_dependency_is_read_from_the_store_once_not_every_cycle(monkeyp
     assert reads == [a.id] and s.get(w.id).state == HELD      # b still runs
     s.mark_finished(b.id, now=10)
     s.cycle(now=11)
-    assert s.get(w.id).state == ADMITTED and not s.__dict__.get("_ended_dependencies")   # nothing kept
+    assert s.get(w.id).state == ADMITTED and not s._ended_dependencies   # nothing kept
