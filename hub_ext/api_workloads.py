@@ -15,7 +15,7 @@ from .job_logs import read_after, read_tail
 
 STATES = (AWAITING_APPROVAL, HELD, PENDING, *HOLDING, *TERMINAL)
 SUBMIT_FIELDS = {"name", "queue", "kind", "priority", "resources", "workers", "gpu_model", "time_limit",
-                 "checkpoint_every", "node_selector", "user", "metadata", "after", "hold"}
+                 "checkpoint_every", "node_selector", "user", "metadata", "after", "hold", "array"}
 
 
 class WorkloadsHandler(BaseHandler):
@@ -26,6 +26,7 @@ class WorkloadsHandler(BaseHandler):
         states = self.get_query_arguments("state") or None
         user = self.get_query_argument("user", None)
         queue = self.get_query_argument("queue", None)
+        array = self.get_query_argument("array", None)
         kinds = self.get_query_arguments("kind") or None
         for what, given, known in (("state", states or (), STATES), ("kind", kinds or (), KINDS)):
             bad = [v for v in given if v not in known]
@@ -42,13 +43,14 @@ class WorkloadsHandler(BaseHandler):
             # caller's view and the page go into the query, so only one page is ever read.
             store = svc.sched.store
             where = dict(user=user, queue=queue, states=tuple(states), kinds=kinds and tuple(kinds),
-                         seen_by=seen_by(caller, access))
+                         seen_by=seen_by(caller, access), array=array)
             page = store.get_workloads(**where, newest_first=order == "newest", limit=limit, offset=offset)
             total = store.count_workloads(**where)
         else:
             items = svc.sched.workloads(user=user, queue=queue, states=tuple(states) if states else None)
             visible = [w for w in items
-                       if (kinds is None or w.kind in kinds) and caller.may_see(w, access.get(w.queue, ()))]
+                       if (kinds is None or w.kind in kinds) and (array is None or (w.array or {}).get("id") == array)
+                       and caller.may_see(w, access.get(w.queue, ()))]
             if order == "newest":
                 visible.reverse()
             page, total = visible[offset:offset + limit], len(visible)
@@ -65,8 +67,13 @@ class WorkloadsHandler(BaseHandler):
             raise ValidationError(f"unknown field(s): {', '.join(sorted(unknown))}")
         spec = await self.service.submission_for(caller, body)
         w = await self.service.submit(spec)
+        tasks = w if isinstance(w, list) else None       # a job array: its first task, and every id
+        w = tasks[0] if tasks else w
         self.set_header("Location", self.service.path(f"api/v1/workloads/{w.id}"))
-        self.write_json(views.workload(w), status=201)
+        d = views.workload(w)
+        if tasks:
+            d["tasks"] = [t.id for t in tasks]
+        self.write_json(d, status=201)
 
 
 def seen_by(caller, access) -> tuple[str | None, tuple[str, ...]] | None:

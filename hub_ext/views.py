@@ -6,7 +6,7 @@ from scheduler.model import PENDING, STOP_OVERDUE, STOPPING, STOPPING_SINCE, Wor
 from scheduler.resources import render
 
 WORKLOAD_FIELDS = ("id", "name", "user", "queue", "kind", "priority", "state", "workers", "gpu_model",
-                   "node_selector", "time_limit", "checkpoint_every", "after", "submitted_at", "eligible_at",
+                   "node_selector", "time_limit", "checkpoint_every", "after", "array", "submitted_at", "eligible_at",
                    "admitted_at", "started_at", "ended_at", "preemptions", "checkpointed_at", "checkpoint_seen_every",
                    "saves_on_stop", "reason", "exit_code", "metadata")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from .arrays import cap_words
 from .resources import fmt_amount, label
 
 # Codes that more capacity (or preempting someone) could resolve.
@@ -23,6 +24,7 @@ LENDING = "lending"
 STRICT_ORDER = "strict_order"
 WAITING_PREEMPTION = "waiting_preemption"
 MADE_ROOM = "made_room"
+ARRAY_LIMIT = "array_limit"
 
 
 @dataclass(slots=True)
@@ -67,6 +69,8 @@ class Blocker:
         if self.code == RESERVED:
             return (f"capacity is held for {self.queue} workload {self.other}, which is ahead in line "
                     f"(declare a shorter --time limit to start in the gap)")
+        if self.code == ARRAY_LIMIT:
+            return cap_words(self.other, self.used, self.cap)
         if self.code == STRICT_ORDER:
             return f"waiting behind {self.other}, which is ahead in strict order"
         if self.code == WAITING_PREEMPTION:

@@ -12,10 +12,10 @@ import math
 import time as _time
 from dataclasses import dataclass, field
 
-from . import admission, backfill, ordering, policies, preemption
+from . import admission, arrays, backfill, ordering, policies, preemption
 from .backfill import Reservation
-from .blockers import (CAPACITY, GUARANTEE_ONLY, LENDING, MADE_ROOM, NO_BORROW, QUEUE_LIMIT, RESERVED,
-                       STRICT_ORDER, USER_LIMIT, WAITING_PREEMPTION, Blocker)
+from .blockers import (ARRAY_LIMIT, CAPACITY, GUARANTEE_ONLY, LENDING, MADE_ROOM, NO_BORROW, QUEUE_LIMIT,
+                       RESERVED, STRICT_ORDER, USER_LIMIT, WAITING_PREEMPTION, Blocker)
 from .config import EngineConfig
 from .fairshare import FairShare
 from .leaving import Leaving
@@ -72,6 +72,8 @@ class Engine(MakingRoom):
         # Reclaim victims of a consolidation (live mode) -> the owed workload: they wait until it
         # has started, so that they do not take the room planned for the work moved for it.
         self._behind: dict[str, str] = {}
+        # Within one cycle, once a capped array's task is met: tasks holding an allocation per array.
+        self._array_tasks: dict | None = None
 
     # --- ordering -------------------------------------------------------------
 
@@ -113,6 +115,7 @@ class Engine(MakingRoom):
         self._owed_memo: dict = {}
         self._victims = None
         self._owed_waiting = False
+        self._array_tasks = None
         # Work being preempted is treated as gone for this cycle; whatever lands on
         # what it still holds is only nominated, and starts once it has stopped.
         self._leaving = Leaving()
@@ -159,6 +162,8 @@ class Engine(MakingRoom):
             if behind and w.id in behind:
                 owed = st.workloads[behind[w.id]]
                 blockers[w.id] = Blocker(MADE_ROOM, queue=owed.queue, other=owed.id)
+                continue
+            if w.array is not None and w.array["limit"] and self._array_full(w, blockers):
                 continue
             cls = classes[w.priority]
             shape = shapes.get(w.id) or shape_of(w)
@@ -303,8 +308,22 @@ class Engine(MakingRoom):
         if failed is None or bucket < failed:
             self._preempt_fail[key] = bucket
 
+    def _array_full(self, w: Workload, blockers: dict) -> bool:
+        """Whether ``w``'s array already has as many tasks holding an allocation as its cap: then it
+        waits, reserving nothing and preempting no one (``arrays``)."""
+        if self._array_tasks is None:
+            self._array_tasks = arrays.holding_by_array(self.state.holding.values())
+        array = w.array
+        running = self._array_tasks[array["id"]]
+        if running < array["limit"]:
+            return False
+        blockers[w.id] = Blocker(ARRAY_LIMIT, other=array["id"], used=running, cap=array["limit"])
+        return True
+
     def _admit(self, w: Workload, placement, now: float, res: CycleResult) -> None:
         self.state.allocate(w, placement, now, ADMITTED)
+        if w.array is not None and self._array_tasks is not None:
+            self._array_tasks[w.array["id"]] += 1
         self._owed_memo.clear()      # in place: the cycle's walk holds it
         waits = self._leaving.relied_on(self.state.inventory, placement) or \
             self._leaving.quota_relied_on(self.state, w)

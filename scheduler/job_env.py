@@ -23,6 +23,7 @@ from .errors import ValidationError
 RESERVED_ENV = frozenset({"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "RANK", "WORLD_SIZE", "LOCAL_RANK",
                           "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PORT", "COMPUTEHUB_WORKLOAD_ID",
                           "COMPUTEHUB_CHECKPOINT_DIR", "COMPUTEHUB_REPORT_TOKEN", "COMPUTEHUB_EXIT_FILE",
+                          "COMPUTEHUB_ARRAY_ID", "COMPUTEHUB_ARRAY_TASK_ID", "COMPUTEHUB_ARRAY_TASK_COUNT",
                           "HOME", "USER", "LOGNAME", "SHELL"})
 # Read by the container runtime (NVIDIA Container Toolkit: NVIDIA_VISIBLE_DEVICES,
 # NVIDIA_DRIVER_CAPABILITIES, NVIDIA_MIG_CONFIG_DEVICES, NVIDIA_REQUIRE_*, ...): they decide

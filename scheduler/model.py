@@ -261,7 +261,8 @@ class Workload:
     each ``"<id>:<condition>"`` (``dependencies``); until they have ended as asked
     it is ``held``. ``eligible_at``: when it joined the line, if later than its
     submission (its dependencies let it go then); ordering counts its wait from
-    then, as Slurm's age factor counts from a job's eligible time.
+    then, as Slurm's age factor counts from a job's eligible time. ``array``: its place in a job
+    array (``arrays``), None for work submitted alone.
     """
 
     id: str
@@ -280,6 +281,7 @@ class Workload:
     submitted_at: float = 0.0
     after: list[str] = field(default_factory=list)
     eligible_at: float | None = None
+    array: dict[str, Any] | None = None
     state: str = PENDING
     placement: list[Assignment] = field(default_factory=list)
     admitted_at: float | None = None
@@ -328,6 +330,7 @@ class Workload:
         d["metadata"] = dict(self.metadata)
         d["placement"] = [a.to_dict() for a in self.placement]
         d["after"] = list(self.after)
+        d["array"] = dict(self.array) if self.array else None
         return d
 
     @classmethod

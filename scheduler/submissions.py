@@ -21,9 +21,10 @@ must keep one batch in flight at a time and apply it before preparing the next.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from copy import deepcopy
+from dataclasses import dataclass, field, replace
 
-from . import validation
+from . import arrays, validation
 from .errors import Conflict, SchedulerError, TooManyWaiting, ValidationError
 from .holds import NO_NOTEBOOKS, hold_record
 from .model import AWAITING_APPROVAL, HELD, HOLD, PENDING, REJECTED, Event, Workload
@@ -42,7 +43,7 @@ class SubmissionBatch:
         for w in self.accepted:
             out.append(Event(self.now, "submitted", w.id, "", {
                 "user": w.user, "queue": w.queue, "priority": w.priority, "request": render(w.request),
-                "workers": w.workers}))
+                "workers": w.workers, **({"array": w.array} if w.array else {})}))
             if HOLD in w.metadata:
                 out.append(Event(self.now, "held", w.id, w.metadata[HOLD]["reason"], {"actor": w.user}))
             if w.state == AWAITING_APPROVAL:
@@ -58,8 +59,9 @@ class SubmissionsMixin:
     # (ComputeHubService.max_waiting_per_user).
     max_waiting_per_user = 0
 
-    def submit(self, spec: dict, now=None) -> Workload:
-        """Validate and accept a workload. Once this returns it is durable."""
+    def submit(self, spec: dict, now=None) -> Workload | list[Workload]:
+        """Validate and accept a workload (a job array: its tasks, in index order). Once this
+        returns it is durable."""
         out = self.submit_many([spec], now)[0]
         if isinstance(out, SchedulerError):
             raise out
@@ -67,7 +69,8 @@ class SubmissionsMixin:
 
     def submit_many(self, specs: list[dict], now=None) -> list[Workload | SchedulerError]:
         """Accept several submissions in ONE transaction (group commit): each entry of
-        the result is the accepted workload or the error that refused that spec.
+        the result is the accepted workload (a job array: the list of its tasks, accepted
+        together or not at all) or the error that refused that spec.
         If the transaction fails, the exception propagates and nothing was accepted."""
         batch = self.prepare_submissions(specs, now)
         try:
@@ -86,7 +89,10 @@ class SubmissionsMixin:
         for spec in specs:
             try:
                 fields = validation.workload_fields(spec, self.state)
+                indexes, limit = arrays.parse(spec["array"]) if spec.get("array") is not None else ([], 0)
                 w = Workload(id=f"w{seq:07d}", seq=seq, submitted_at=batch.now, **fields)
+                if indexes:
+                    arrays.check_kind(w.kind)
                 w.state = self.initial_state(w)
                 if spec.get("hold"):
                     if w.kind == "notebook":
@@ -100,13 +106,14 @@ class SubmissionsMixin:
                     w.state, w.reason = AWAITING_APPROVAL, over
                 elif self.max_waiting_per_user:
                     waiting = self._waiting_by_user() if waiting is None else waiting
-                    self._check_waiting(w.user, waiting)
+                    self._check_waiting(w.user, waiting, max(1, len(indexes)))
             except SchedulerError as e:
                 batch.results.append(e)
                 continue
-            seq += 1
-            batch.accepted.append(w)
-            batch.results.append(w)
+            tasks = self._array_tasks(w, indexes, limit) if indexes else [w]
+            seq += len(tasks)
+            batch.accepted.extend(tasks)
+            batch.results.append(tasks if indexes else w)
         batch.next_seq = seq
         self.next_seq = seq          # reserved: a failed write leaves a gap, never a reused id
         self._unapplied.update((w.id, w) for w in batch.accepted)
@@ -122,13 +129,26 @@ class SubmissionsMixin:
                        if w.state in (PENDING, HELD) and w.id not in self.state.workloads)
         return waiting
 
-    def _check_waiting(self, user: str, waiting: Counter) -> None:
-        if waiting[user] >= self.max_waiting_per_user:
+    def _check_waiting(self, user: str, waiting: Counter, n: int = 1) -> None:
+        if waiting[user] + n > self.max_waiting_per_user:
+            already = f"{user} already has {waiting[user]} workloads waiting in line (pending)"
+            if n == 1:
+                raise TooManyWaiting(
+                    f"{already}, the most one user may have here (the service's max_waiting_per_user): "
+                    "cancel some, or submit more once some have started")
             raise TooManyWaiting(
-                f"{user} already has {waiting[user]} workloads waiting in line (pending), the "
-                f"most one user may have here (the service's max_waiting_per_user): cancel some, or submit "
-                "more once some have started")
-        waiting[user] += 1
+                f"{already}; this array's {n} tasks would make {waiting[user] + n}, more than the "
+                f"{self.max_waiting_per_user} one user may have here (the service's max_waiting_per_user): "
+                "submit a smaller array, or cancel some")
+        waiting[user] += n
+
+    @staticmethod
+    def _array_tasks(w: Workload, indexes: list[int], limit: int) -> list[Workload]:
+        """One workload per index, ids in a row from ``w``'s; the array is named by the first."""
+        return [replace(w, id=f"w{w.seq + i:07d}", seq=w.seq + i, request=dict(w.request),
+                        node_selector=dict(w.node_selector), after=list(w.after), metadata=deepcopy(w.metadata),
+                        array=arrays.record(w.id, index, len(indexes), limit))
+                for i, index in enumerate(indexes)]
 
     def write_submissions(self, batch: SubmissionBatch) -> None:
         """Durable, or the exception propagates and nothing was written. Memory is not

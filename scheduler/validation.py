@@ -244,7 +244,8 @@ def workload_fields(d: dict, state) -> dict:
     if not isinstance(d, dict):
         raise ValidationError("a workload must be a mapping")
     allowed = {"user", "queue", "kind", "priority", "resources", "workers", "gpu_model",
-               "node_selector", "time_limit", "checkpoint_every", "name", "metadata", "after", "hold"}
+               "node_selector", "time_limit", "checkpoint_every", "name", "metadata", "after", "hold",
+               "array"}
     unknown = set(d) - allowed
     if unknown:
         raise ValidationError(f"unknown workload field(s): {', '.join(sorted(unknown))}")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
+from scheduler import arrays
 from scheduler.model import run_label
 
 from .kube import LABEL_PREFIX, USER_ANNOTATION, label_value
@@ -197,6 +198,7 @@ def _env(workload: dict, job: Job, t: Template, s: Settings) -> list:
     env += [{"name": "PYTHONUNBUFFERED", "value": "1"},
             {"name": "COMPUTEHUB_WORKLOAD_ID", "value": workload["id"]},
             {"name": CHECKPOINT_ENV, "value": ckpt}]
+    env += [{"name": k, "value": v} for k, v in arrays.env(workload.get("array")).items()]
     if s.computehub_url:
         env.append({"name": "COMPUTEHUB_URL", "value": s.computehub_url})
     if not _gpus(workload):

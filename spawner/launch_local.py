@@ -24,6 +24,8 @@ import time
 
 from traitlets import Bool, Float, Integer, List, Unicode, default
 
+from scheduler import arrays
+
 from .checkpoints import newest_save
 from .launch_base import CHECKPOINT_ENV, REPORT_TOKEN_ENV, Ended, LaunchError, LauncherBackend, gpus_of, job_of
 from .launcher_settings import LocalLauncherChecks
@@ -212,6 +214,7 @@ class LocalLauncher(LocalLauncherChecks, LauncherBackend):
         env0 = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": os.environ.get("LANG", "C.UTF-8"),
                 "PYTHONUNBUFFERED": "1"}
         env0.update(job.env)
+        env0.update(arrays.env(workload.get("array")))
         if self.job_computehub_url:     # the launcher's, as on Kubernetes: the job's reports go there
             env0["COMPUTEHUB_URL"] = self.job_computehub_url
         env0.update({"HOME": base, "USER": pw.pw_name if pw else user,

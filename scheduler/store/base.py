@@ -104,15 +104,16 @@ class Store:
     def get_workloads(self, *, user: str | None = None, queue: str | None = None,
                       states: tuple[str, ...] | None = None, limit: int | None = None,
                       kinds: tuple[str, ...] | None = None, seen_by: tuple[str | None, tuple[str, ...]] | None = None,
-                      newest_first: bool = False, offset: int = 0) -> list[Workload]:
+                      newest_first: bool = False, offset: int = 0, array: str | None = None) -> list[Workload]:
         """Stored workloads (ended ones too) in submission order, or newest first; ``seen_by``
-        = (a user, queues): only the user's own work and the work in those queues. ``offset``
-        and ``limit`` page through the result, so a year of history is never read whole."""
+        = (a user, queues): only the user's own work and the work in those queues; ``array``:
+        only the tasks of that job array. ``offset`` and ``limit`` page through the result, so a
+        year of history is never read whole."""
         raise NotImplementedError
 
     def count_workloads(self, *, user: str | None = None, queue: str | None = None,
-                        states: tuple[str, ...] | None = None, kind: str | None = None,
-                        seen_by: tuple[str | None, tuple[str, ...]] | None = None) -> int:
+                        states: tuple[str, ...] | None = None, kinds: tuple[str, ...] | None = None,
+                        seen_by: tuple[str | None, tuple[str, ...]] | None = None, array: str | None = None) -> int:
         """How many ``get_workloads`` would return without ``limit`` and ``offset``."""
         raise NotImplementedError
 
@@ -232,20 +233,21 @@ class MemoryStore(Store):
     def get_workload(self, workload_id):
         return self.workloads.get(workload_id)
 
-    def _matching(self, user, queue, states, kinds, seen_by):
+    def _matching(self, user, queue, states, kinds, seen_by, array=None):
         return [w for w in self.workloads.values()
-                if (user is None or w.user == user) and (queue is None or w.queue == queue)
+                if (array is None or (w.array or {}).get("id") == array)
+                and (user is None or w.user == user) and (queue is None or w.queue == queue)
                 and (states is None or w.state in states) and (kinds is None or w.kind in kinds)
                 and (seen_by is None or w.user == seen_by[0] or w.queue in seen_by[1])]
 
     def get_workloads(self, *, user=None, queue=None, states=None, limit=None, kinds=None, seen_by=None,
-                      newest_first=False, offset=0):
-        out = sorted(self._matching(user, queue, states, kinds, seen_by), key=lambda w: w.seq,
+                      newest_first=False, offset=0, array=None):
+        out = sorted(self._matching(user, queue, states, kinds, seen_by, array), key=lambda w: w.seq,
                      reverse=newest_first)[offset:]
         return out[:limit] if limit else out
 
-    def count_workloads(self, *, user=None, queue=None, states=None, kinds=None, seen_by=None):
-        return len(self._matching(user, queue, states, kinds, seen_by))
+    def count_workloads(self, *, user=None, queue=None, states=None, kinds=None, seen_by=None, array=None):
+        return len(self._matching(user, queue, states, kinds, seen_by, array))
 
     def get_events(self, *, workload_id=None, since=None, until=None, kinds=None, limit=None,
                    after_id=None, newest_first=False):

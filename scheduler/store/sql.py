@@ -111,6 +111,10 @@ def _sqlite_setup(engine) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(_WRITE) else "BEGIN")
 
 
+def _array_id(w: Workload) -> str | None:
+    return w.array["id"] if w.array else None
+
+
 def _ended_at(w: Workload) -> float | None:
     """The ``ended_at`` column: when ended work ended (its submission if it never ran)."""
     if w.state not in TERMINAL:
@@ -289,7 +293,7 @@ class SqlStore(BoundedCalls, ExclusiveHold, SqlReads, Store):
         conn.execute(self._upsert(T.workloads, ("id",)), [{
             "id": w.id, "seq": w.seq, "user": w.user, "queue": w.queue, "kind": w.kind,
             "priority": w.priority, "state": w.state, "submitted_at": w.submitted_at,
-            "ended_at": _ended_at(w), "data": w.to_dict()} for w in ws])
+            "ended_at": _ended_at(w), "array_id": _array_id(w), "data": w.to_dict()} for w in ws])
         # Every old assignment goes before any new one is written.
         ga = T.gpu_assignments
         conn.execute(delete(ga).where(ga.c.workload_id.in_([w.id for w in ws])))
@@ -304,7 +308,7 @@ class SqlStore(BoundedCalls, ExclusiveHold, SqlReads, Store):
             self._w().execute(insert(T.workloads), [
                 {"id": w.id, "seq": w.seq, "user": w.user, "queue": w.queue, "kind": w.kind,
                  "priority": w.priority, "state": w.state, "submitted_at": w.submitted_at,
-                 "ended_at": _ended_at(w), "data": w.to_dict()} for w in ws])
+                 "ended_at": _ended_at(w), "array_id": _array_id(w), "data": w.to_dict()} for w in ws])
 
     def add_events(self, events: list[Event]) -> None:
         if events:

@@ -43,8 +43,10 @@ class SqlReads:
             d = conn.execute(select(T.workloads.c.data).where(T.workloads.c.id == workload_id)).scalar()
         return Workload.from_dict(d) if d is not None else None
 
-    def _workload_filter(self, q, user, queue, states, kinds, seen_by):
+    def _workload_filter(self, q, user, queue, states, kinds, seen_by, array=None):
         wl = T.workloads
+        if array is not None:
+            q = q.where(wl.c.array_id == array)
         if user is not None:
             q = q.where(wl.c.user == user)
         if queue is not None:
@@ -62,9 +64,9 @@ class SqlReads:
         return q
 
     def get_workloads(self, *, user=None, queue=None, states=None, limit=None, kinds=None, seen_by=None,
-                      newest_first=False, offset=0) -> list[Workload]:
+                      newest_first=False, offset=0, array=None) -> list[Workload]:
         wl = T.workloads
-        q = self._workload_filter(select(wl.c.data), user, queue, states, kinds, seen_by).order_by(
+        q = self._workload_filter(select(wl.c.data), user, queue, states, kinds, seen_by, array).order_by(
             wl.c.seq.desc() if newest_first else wl.c.seq)
         if limit:
             q = q.limit(limit)
@@ -73,9 +75,9 @@ class SqlReads:
         with self._r() as conn:
             return [Workload.from_dict(r[0]) for r in conn.execute(q)]
 
-    def count_workloads(self, *, user=None, queue=None, states=None, kinds=None, seen_by=None) -> int:
+    def count_workloads(self, *, user=None, queue=None, states=None, kinds=None, seen_by=None, array=None) -> int:
         q = self._workload_filter(select(func.count()).select_from(T.workloads), user, queue, states, kinds,
-                                  seen_by)
+                                  seen_by, array)
         with self._r() as conn:
             return conn.execute(q).scalar()
 

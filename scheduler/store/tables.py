@@ -60,6 +60,7 @@ class WorkloadRow(Base):
     state: Mapped[str] = mapped_column(String, index=True)
     submitted_at: Mapped[float]
     ended_at: Mapped[float | None] = mapped_column(index=True)    # set once it has ended
+    array_id: Mapped[str | None] = mapped_column(String, index=True)  # its job array's (first task's) id
     data: Mapped[dict[str, Any]]
 
 

@@ -115,3 +115,33 @@ def test_0002_gives_stored_ended_work_its_end_time(engine, store_url):
             "w1": 50.0, "w2": 20.0, "w3": None}
     run(engine, "downgrade", "0001")
     assert "ended_at" not in {c["name"] for c in inspect(engine).get_columns("workloads")}
+
+
+def test_0003_keeps_work_stored_before_arrays_and_lists_an_arrays_tasks(engine, store_url):
+    """Work stored before job arrays reads back as work submitted alone; after the upgrade one
+    array's tasks, ended ones too, are found by the array's id (``get_workloads(array=...)``)."""
+    run(engine, "upgrade", "0002")
+    old = Workload("w1", 1, "u", "q", "batch", "preemptible", {"gpu": 1}, state="finished", submitted_at=1.0)
+    data = old.to_dict()
+    del data["array"]                        # the data as the schema before arrays wrote it
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            'INSERT INTO workloads (id, seq, "user", queue, kind, priority, state, submitted_at, data) '
+            "VALUES (%s)" % ", ".join(["?" if engine.dialect.name == "sqlite" else "%s"] * 9),
+            (old.id, old.seq, old.user, old.queue, old.kind, old.priority, old.state, old.submitted_at,
+             json.dumps(data)))
+    run(engine, "upgrade", "head")
+    assert diffs(engine) == []
+    s = SqlStore(store_url)
+    tasks = [Workload(f"w{i}", i, "u", "q", "batch", "preemptible", {"gpu": 1}, state=state,
+                      array={"id": "w2", "index": i - 2, "size": 2, "limit": 1})
+             for i, state in ((2, "finished"), (3, "pending"))]
+    with s.transaction():
+        s.put_workloads(tasks)
+    assert s.get_workload("w1").array is None
+    assert [w.id for w in s.get_workloads(array="w2")] == ["w2", "w3"]
+    assert [w.array["index"] for w in s.get_workloads(array="w2", states=("finished",))] == [0]
+    assert (s.count_workloads(array="w2"), s.count_workloads(array="w1")) == (2, 0)
+    s.close()
+    run(engine, "downgrade", "0002")
+    assert "array_id" not in {c["name"] for c in inspect(engine).get_columns("workloads")}
