@@ -18,6 +18,7 @@ from datetime import datetime
 from traitlets import Bool, Enum, Int, Unicode
 
 from .cli import Command, UsageError
+from .cli_client_arrays import ARRAY_FLAG, array_words, cancel_hint, name_of, task_ids
 from .client import ComputeHubClient, ComputeHubError
 
 KINDS = ("training", "batch", "inference", "notebook")
@@ -150,6 +151,7 @@ computehub submit --gpus 2 --time 4h --name resnet
 computehub submit --gpus 4 --workers 2 --gpu-model a100 --queue vision --time 1d
 computehub submit --kind batch --gpus 1 --cpu 8 --memory 64Gi --time 90m
 computehub submit --gpus 1 --after w0000042,w0000043:any
+computehub submit --gpus 1 --array 0-99%10 --name sweep
 """
     gpus = Int(1, help="GPUs per worker (count).").tag(config=True)
     gpu_model = Unicode("", help="GPU model, e.g. a100 (default: any).").tag(config=True)
@@ -168,6 +170,9 @@ computehub submit --gpus 1 --after w0000042,w0000043:any
         "Run after these workloads of yours: ids separated by commas, each with :ok (the default: it "
         "finished), :any (it ended) or :failed (it ended without finishing). Until then it is held; "
         "if one ends otherwise it is cancelled, saying why.")).tag(config=True)
+    array = Unicode("", help=(
+        "Submit a job array: one task per index, e.g. 0-9, 1,3,5-11:2; %N runs at most N at a time "
+        "(0-99%10). Each task gets $COMPUTEHUB_ARRAY_TASK_ID.")).tag(config=True)
     kind = Enum(list(KINDS), default_value="training", help="Kind of workload.").tag(config=True)
     hold = Bool(False, help="Submit it held: it starts only once released ('computehub release ID').").tag(
         config=True)
@@ -176,7 +181,7 @@ computehub submit --gpus 1 --after w0000042,w0000043:any
                "workers": "SubmitApp.workers", "cpu": "SubmitApp.cpu", "memory": "SubmitApp.memory",
                "queue": "SubmitApp.queue", "priority": "SubmitApp.priority", "time": "SubmitApp.time_limit",
                "checkpoint-every": "SubmitApp.checkpoint_every", "after": "SubmitApp.after",
-               "name": "SubmitApp.workload_name", "kind": "SubmitApp.kind"}
+               "name": "SubmitApp.workload_name", "kind": "SubmitApp.kind", "array": "SubmitApp.array"}
     flags = {**ClientCommand.flags,
              "hold": ({"SubmitApp": {"hold": True}}, "Submit it held: it starts only once released.")}
 
@@ -200,6 +205,8 @@ computehub submit --gpus 1 --after w0000042,w0000043:any
             spec["after"] = [x.strip() for x in self.after.split(",") if x.strip()]
         if self.hold:
             spec["hold"] = True
+        if self.array.strip():
+            spec["array"] = self.array.strip()
         return spec
 
     def run(self):
@@ -210,9 +217,10 @@ computehub submit --gpus 1 --after w0000042,w0000043:any
         wait = (" (an admin must approve it first: see 'computehub approvals')"
                 if w["state"] == "awaiting_approval" else f" ({w['reason']})" if w["state"] == "held" else "")
         total = (w.get("resources") or {}).get("gpu", 0) * w.get("workers", 1)
-        print(f"{w['id']}  {w['state']}  queue {w['queue']}, {gpus_of(w)} GPU{'' if total == 1 else 's'}, "
-              f"priority {w['priority']}{wait}")
-        print(f"see where it stands: computehub queue   cancel it: computehub cancel {w['id']}")
+        each = " each" if w.get("tasks") else ""
+        print(f"{array_words(w)}{w['id']}  {w['state']}  queue {w['queue']}, {gpus_of(w)} "
+              f"GPU{'' if total == 1 else 's'}{each}, priority {w['priority']}{wait}")
+        print(f"see where it stands: computehub queue   cancel it: {cancel_hint(w)}")
 
 
 def explain_pending(ch: ComputeHubClient, items: list[dict]) -> None:
@@ -274,7 +282,7 @@ computehub queue --json
                 if w["state"] == "running" and w.get("saves_on_stop"):      # preempting it loses only a restart
                     reason += f"{'; ' if reason else ''}saves when stopped"
             age = human_duration(now - w["submitted_at"]) if w.get("submitted_at") else ""
-            row = [w["id"], w.get("name"), w["queue"], w["kind"], gpus_of(w), w["state"], age, pos, eta, reason]
+            row = [w["id"], name_of(w), w["queue"], w["kind"], gpus_of(w), w["state"], age, pos, eta, reason]
             rows.append(row[:1] + [w["user"]] + row[1:] if self.all else row)
         header = ["ID", "NAME", "QUEUE", "KIND", "GPUS", "STATE", "AGE", "POS", "ETA", "REASON"]
         print(table(rows, header[:1] + ["USER"] + header[1:] if self.all else header))
@@ -287,17 +295,20 @@ class CancelApp(ClientCommand):
     examples = """
 computehub cancel w0000042
 computehub cancel w0000042 w0000043
+computehub cancel --array w0000050          # every task of the array still waiting or running
 """
     positional, usage_args = -1, "one or more workload ids"
+    array = Bool(False, help=ARRAY_FLAG).tag(config=True)
     aliases = dict(ClientCommand.aliases)
-    flags = {}
+    flags = {"array": ({"CancelApp": {"array": True}}, ARRAY_FLAG)}
 
     def run(self, *ids):
         def line(w: dict) -> str:
             then = "  (it is being stopped; its GPUs return once it has)" if w["state"] == "cancelling" else ""
             return f"{w['id']}  {w['state']}{then}"
 
-        return for_each_id(ids, self.client().cancel, line)
+        ch = self.client()
+        return for_each_id(task_ids(ch, ids) if self.array else ids, ch.cancel, line)
 
 
 def for_each_id(ids, act, line) -> int:

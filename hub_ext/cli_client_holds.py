@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from traitlets import Unicode
+from traitlets import Bool, Unicode
 
 from .cli_client import ClientCommand, for_each_id
+from .cli_client_arrays import ARRAY_FLAG, task_ids
 
 
 class HoldApp(ClientCommand):
@@ -14,15 +15,18 @@ class HoldApp(ClientCommand):
                    "a hold by an admin only an admin releases. Each failure is one line on stderr.")
     examples = """
 computehub hold w0000042 --reason "data not ready"
+computehub hold --array w0000050             # the array's tasks that have not started
 computehub release w0000042
 """
     positional, usage_args = -1, "one or more workload ids"
     reason = Unicode("", help="Why it is held (text, shown with it).").tag(config=True)
+    array = Bool(False, help=ARRAY_FLAG).tag(config=True)
     aliases = {**ClientCommand.aliases, "reason": "HoldApp.reason"}
-    flags = {}
+    flags = {"array": ({"HoldApp": {"array": True}}, ARRAY_FLAG)}
 
     def run(self, *ids):
         ch = self.client()
+        ids = task_ids(ch, ids, ("pending", "held")) if self.array else ids
         return for_each_id(ids, lambda wid: ch.hold(wid, self.reason),
                            lambda w: f"{w['id']}  {w['state']}  ({w['reason']})")
 
@@ -33,12 +37,15 @@ class ReleaseApp(ClientCommand):
                    "now). Work that also runs after other work stays held until that has ended.")
     examples = """
 computehub release w0000042 w0000043
+computehub release --array w0000050
 """
     positional, usage_args = -1, "one or more workload ids"
+    array = Bool(False, help=ARRAY_FLAG).tag(config=True)
     aliases = dict(ClientCommand.aliases)
-    flags = {}
+    flags = {"array": ({"ReleaseApp": {"array": True}}, ARRAY_FLAG)}
 
     def run(self, *ids):
         ch = self.client()
+        ids = task_ids(ch, ids, ("held",)) if self.array else ids
         return for_each_id(ids, ch.release,
                            lambda w: f"{w['id']}  {w['state']}" + (f"  ({w['reason']})" if w["reason"] else ""))

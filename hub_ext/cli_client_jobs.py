@@ -18,6 +18,7 @@ from traitlets import Bool, Int, Unicode
 from .cli import UsageError
 from .cli_client import (ClientCommand, SubmitApp, explain_pending, gpus_of, human_duration, parse_when,
                          printable, table)
+from .cli_client_arrays import LIVE, array_summary, array_words, cancel_hint, name_of
 from .client import ComputeHubClient, ComputeHubError
 from .log_follow import ended_line, follow
 
@@ -41,6 +42,7 @@ class RunApp(SubmitApp):
 computehub run --gpus 2 --time 2h -- python train.py --lr 0.1
 computehub run --workers 2 --gpus 1 -- python ddp.py
 computehub run --gpus 1 --after w0000042 -- python evaluate.py
+computehub run --gpus 1 --array 0-19%4 -- python sweep.py --seed '$COMPUTEHUB_ARRAY_TASK_ID'
 """
 
     def run(self):
@@ -54,8 +56,9 @@ computehub run --gpus 1 --after w0000042 -- python evaluate.py
         if self.json:
             return self.emit(w)
         held = f" ({w['reason']})" if w["state"] == "held" else ""
-        print(f"{w['id']}  {w['state']}  queue {w['queue']}, {gpus_of(w)} GPU(s){held}")
-        print(f"follow it: computehub logs {w['id']} --follow   cancel it: computehub cancel {w['id']}")
+        print(f"{array_words(w)}{w['id']}  {w['state']}  queue {w['queue']}, {gpus_of(w)} GPU(s)"
+              f"{' each' if w.get('tasks') else ''}{held}")
+        print(f"follow it: computehub logs {w['id']} --follow   cancel it: {cancel_hint(w)}")
 
     def args(self):
         return []
@@ -117,15 +120,22 @@ class JobsApp(ClientCommand):
                    "(--all: the latest ones of every state, ended ones too).")
     all = Bool(False, help="Include jobs that ended: the latest --limit of them.").tag(config=True)
     limit = Int(50, help="With --all: how many of your latest jobs to show (jobs).").tag(config=True)
+    array = Unicode("", help="Only the tasks of this job array (its first task's id), ended ones too, "
+                             "with a count of each state.").tag(config=True)
     flags = {**ClientCommand.flags, "all": ({"JobsApp": {"all": True}}, "Include jobs that ended.")}
-    aliases = {**ClientCommand.aliases, "limit": "JobsApp.limit"}
+    aliases = {**ClientCommand.aliases, "limit": "JobsApp.limit", "array": "JobsApp.array"}
 
     def run(self):
         if not 1 <= self.limit <= 10_000:
             raise UsageError(f"--limit must be 1 to 10000 jobs, not {self.limit}")
         ch = self.client()
         me = ch.me()["name"]
-        if self.all:
+        if self.array:
+            answer = ch.list(array=self.array, state=[*LIVE, *TERMINAL], limit=10_000)
+            items, total = answer["workloads"], answer["total"]
+            if not items:
+                raise UsageError(f"{self.array} names no job array you may see")
+        elif self.all:
             # The latest first from the service (a year of history is never read whole),
             # shown oldest to newest so the newest end up next to the prompt.
             answer = ch.list(user=me, state=["held", "pending", "awaiting_approval", "admitted", "running",
@@ -140,12 +150,14 @@ class JobsApp(ClientCommand):
             return self.emit(items)
         if not items:
             return print("no jobs" + ("" if self.all else " running or waiting (--all: ended ones too)"))
-        rows = [[w["id"], w.get("name"), w["kind"], gpus_of(w), w["state"],
+        rows = [[w["id"], name_of(w), w["kind"], gpus_of(w), w["state"],
                  f"{w['position_in_queue']} in {w['queue']}" if w.get("position_in_queue") else "",
                  ((w.get("explanation") or {}).get("reason") or w.get("reason") or "").split("\n")[0][:100]]
                 for w in items]
         print(table(rows, ["ID", "NAME", "KIND", "GPUS", "STATE", "POS", "REASON"]))
-        if self.all and total > self.limit:
+        if self.array:
+            print(f"array {self.array}: {array_summary(items)}")
+        elif self.all and total > self.limit:
             print(f"(your latest {self.limit} of {total}; --limit N for more)")
 
 

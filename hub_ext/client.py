@@ -180,11 +180,13 @@ class ComputeHubClient:
             spec["resources"] = resources
         return self.request("POST", "workloads", body=spec)
 
-    def list(self, state=None, queue=None, user=None, kind=None, limit=None, offset=None, order=None) -> dict:
+    def list(self, state=None, queue=None, user=None, kind=None, limit=None, offset=None, order=None,
+             array=None) -> dict:
         """``{"workloads": [...], "total", "offset", "limit", "order"}``; ``state`` may be a list;
-        ``order="newest"`` pages from the latest submission back (the default is oldest first)."""
+        ``order="newest"`` pages from the latest submission back (the default is oldest first);
+        ``array``: only the tasks of that job array (its first task's id)."""
         return self._get("workloads", state=state, queue=queue, user=user, kind=kind, limit=limit, offset=offset,
-                         order=order)
+                         order=order, array=array)
 
     def get(self, workload_id: str) -> dict:
         return self._get(f"workloads/{quote(str(workload_id), safe='')}")

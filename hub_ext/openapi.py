@@ -79,6 +79,8 @@ def document(version: str) -> dict:
                            params=[_q("state", {"type": "array", "items": {"type": "string", "enum": list(STATES)}},
                                       "one or more (repeat the parameter)"),
                                    _q("user", {"type": "string"}), _q("queue", {"type": "string"}),
+                                   _q("array", {"type": "string"}, "only the tasks of this job array (its first "
+                                      "task's id), ended ones too where state= names ended states"),
                                    _q("kind", {"type": "array", "items": {"type": "string", "enum": list(KINDS)}},
                                       "one or more (repeat the parameter)"),
                                    _q("limit", {"type": "integer", "minimum": 1, "maximum": 10000}),
@@ -86,7 +88,9 @@ def document(version: str) -> dict:
                                    _q("order", {"type": "string", "enum": ["oldest", "newest"]},
                                       "oldest (submission order, the default) or newest first: the latest "
                                       "ended work is `state=finished&...&order=newest&limit=N`")], scope=ANY),
-                "post": _op("Submit a workload. 429 too_many_waiting: the user already has as many "
+                "post": _op("Submit a workload (with `array`: a job array, a task per index, accepted "
+                            "together or not at all; the answer is its first task with `tasks`, every task's "
+                            "id). 429 too_many_waiting: the user already has as many "
                             "workloads in line as the service allows one user (max_waiting_per_user)",
                             {**_ok("#/components/schemas/Workload", "201", "Accepted"), "429": _ERR},
                             body="#/components/schemas/Submit", scope="custom:computehub:submit"),

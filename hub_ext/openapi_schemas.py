@@ -39,6 +39,12 @@ def schemas() -> dict:
                                "cancelled, saying why. Not for notebooks."},
             "hold": {"type": "boolean", "description": "Submit it held: it starts only once released "
                                                        "(POST workloads/{id}/release)"},
+            "array": {"type": "string", "maxLength": 1000, "pattern": "^[0-9,:% -]+$",
+                      "description": "A job array: one task per index, Slurm's syntax: 0-9, 1,3,5-11:2, at most "
+                                     "1000 tasks of indexes up to 999999; %N runs at most N at a time "
+                                     "(0-99%10). Each task is a workload; its job gets "
+                                     "COMPUTEHUB_ARRAY_ID, COMPUTEHUB_ARRAY_TASK_ID and "
+                                     "COMPUTEHUB_ARRAY_TASK_COUNT. Batch and training work only."},
             "node_selector": _LABELS, "user": _NAME, "metadata": {
                 "type": "object",
                 "description": "Free-form data for the launcher (metadata.job) and for you; the keys "
@@ -50,6 +56,17 @@ def schemas() -> dict:
                                     "position": {"type": "integer"},
                                     "after": {"type": "array", "items": {"type": "string"},
                                               "description": "what it runs after, as id:condition"},
+                                    "array": {"type": "object", "nullable": True,
+                                              "description": "its place in a job array: id (the "
+                                              "array's first task), index, size (tasks), limit (at most "
+                                              "that many at a time; 0: no cap); null: submitted alone",
+                                              "properties": {"id": {"type": "string"},
+                                                             "index": {"type": "integer"},
+                                                             "size": {"type": "integer"},
+                                                             "limit": {"type": "integer"}}},
+                                    "tasks": {"type": "array", "items": {"type": "string"},
+                                              "description": "in the answer to submitting an array "
+                                              "only: the id of each task, in index order"},
                                     "eligible_at": {"type": "number", "nullable": True,
                                                     "description": "when the work it runs after let it "
                                                     "join the line (UNIX time); its wait counts from "

@@ -5,9 +5,9 @@ from __future__ import annotations
 NS = "hub"
 
 
-def submit(hub, user, job, kind="training", gpus=1, workers=1):
+def submit(hub, user, job, kind="training", gpus=1, workers=1, **more):
     body = {"kind": kind, "queue": "vision", "resources": {"gpu": gpus, "cpu": 4, "memory": "16Gi"},
-            "workers": workers, "gpu_model": "a100", "metadata": {"job": job}}
+            "workers": workers, "gpu_model": "a100", "metadata": {"job": job}, **more}
     r = hub.call("POST", "/workloads", hub.tokens[user], json=body)
     assert r.status_code == 201, r.text
     return r.json()

@@ -145,6 +145,27 @@ def test_training_job_runs_like_the_notebook_and_finishes(kc):
         if o["metadata"]["labels"].get("computehub/workload") == wid])
 
 
+def test_an_arrays_tasks_are_jobs_of_their_own_two_at_a_time_each_told_its_index(kc):
+    w = submit(kc, "alice", {"command": "python sweep.py --seed $COMPUTEHUB_ARRAY_TASK_ID",
+                             "env": {"COMPUTEHUB_ARRAY_TASK_ID": "99"}}, gpus=1, array="4-6%2")
+    first, tasks = w["id"], w["tasks"]
+    assert len(tasks) == 3 and tasks[0] == first
+    for wid in tasks[:2]:
+        wait_for("running", lambda: state_is(kc, wid, "running"))
+    jobs = {wid: wait_for("the Job", lambda: one(kc, "jobs", wid)) for wid in tasks[:2]}
+    envs = [env_of(j["spec"]["template"]["spec"]["containers"][0]) for j in jobs.values()]
+    assert [(e["COMPUTEHUB_ARRAY_ID"], e["COMPUTEHUB_ARRAY_TASK_ID"], e["COMPUTEHUB_ARRAY_TASK_COUNT"])
+            for e in envs] == [(first, "4", "3"), (first, "5", "3")]         # the user's "99" dropped
+    third = get(kc, tasks[2])
+    assert third["state"] == "pending" and one(kc, "jobs", tasks[2]) is None
+    assert third["explanation"]["reason"].startswith(f"array {first} runs at most 2 tasks at a time and 2 are")
+    kc.cluster.run(patch_status(kc.cluster, f"/apis/batch/v1/namespaces/{NS}/jobs/ch-{first}/status",
+                                {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}))
+    wait_for("the third task running", lambda: state_is(kc, tasks[2], "running"))
+    job = wait_for("its Job", lambda: one(kc, "jobs", tasks[2]))
+    assert env_of(job["spec"]["template"]["spec"]["containers"][0])["COMPUTEHUB_ARRAY_TASK_ID"] == "6"
+
+
 def test_two_worker_job_is_indexed_with_a_headless_service_and_can_fail(kc):
     w = submit(kc, "bob", {"command": ["torchrun", "--nnodes=2", "{script}"], "script": "print('rank')\n"},
                gpus=4, workers=2)

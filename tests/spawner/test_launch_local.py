@@ -72,13 +72,16 @@ def test_environment_rank_gpus_checkpoint_and_reserved_names(root):
     (root / "homes" / "alice").mkdir(parents=True)
     code = ("import os; keys = ('RANK','WORLD_SIZE','LOCAL_RANK','MASTER_ADDR','MASTER_PORT',"
             "'CUDA_VISIBLE_DEVICES','COMPUTEHUB_CHECKPOINT_DIR','FOO','COMPUTEHUB_WORKLOAD_ID',"
-            "'COMPUTEHUB_REPORT_TOKEN','COMPUTEHUB_URL');"
+            "'COMPUTEHUB_REPORT_TOKEN','COMPUTEHUB_URL','COMPUTEHUB_ARRAY_ID','COMPUTEHUB_ARRAY_TASK_ID',"
+            "'COMPUTEHUB_ARRAY_TASK_COUNT');"
             "open('env-' + os.environ['RANK'], 'w').write(repr({k: os.environ.get(k) for k in keys}))")
     w = workload("w1", py(code), root, workers=2, env={"FOO": "bar", "CUDA_VISIBLE_DEVICES": "0,1,2,3",
                                                        "RANK": "7", "COMPUTEHUB_CHECKPOINT_DIR": "/",
                                                        "COMPUTEHUB_REPORT_TOKEN": "chrt_mine",
-                                                       "COMPUTEHUB_URL": "http://elsewhere.example"})
+                                                       "COMPUTEHUB_URL": "http://elsewhere.example",
+                                                       "COMPUTEHUB_ARRAY_TASK_ID": "99"})
     w["report_token"] = "chrt_from_the_service"
+    w["array"] = {"id": "w0", "index": 7, "size": 10, "limit": 2}       # task 7 of array w0
 
     async def go():
         notes = await lch.start(w)
@@ -94,6 +97,8 @@ def test_environment_rank_gpus_checkpoint_and_reserved_names(root):
     assert {e["FOO"] for e in envs} == {"bar"} and {e["COMPUTEHUB_WORKLOAD_ID"] for e in envs} == {"w1"}
     assert {e["COMPUTEHUB_REPORT_TOKEN"] for e in envs} == {"chrt_from_the_service"}   # not the user's
     assert {e["COMPUTEHUB_URL"] for e in envs} == {"http://hub.example/services/computehub"}  # the launcher's
+    assert {(e["COMPUTEHUB_ARRAY_ID"], e["COMPUTEHUB_ARRAY_TASK_ID"], e["COMPUTEHUB_ARRAY_TASK_COUNT"])
+            for e in envs} == {("w0", "7", "10")}                                 # its index, not the user's
     ckpt = envs[0]["COMPUTEHUB_CHECKPOINT_DIR"]
     assert ckpt == str(root / "homes" / "alice" / ".computehub" / "checkpoints" / "w1") and os.path.isdir(ckpt)
 

@@ -1,0 +1,80 @@
+"""Job arrays through the real hub, proxy and service with the installed CLI: ``submit --array``,
+the cap in ``queue``, ``jobs --array`` (ended tasks too, from the database), ``hold``/``release``/
+``cancel --array``, and the refusals. (Tasks run in tests/spawner: local and Kubernetes launchers.)"""
+
+from __future__ import annotations
+
+import json
+
+from test_cli_client import cli, ok, one_line_error, submitted  # noqa: F401
+from test_dependencies_hub import until
+
+SMALL = ("--kind", "batch", "--gpus", "0", "--cpu", "100m")
+
+
+def test_an_array_is_submitted_capped_listed_held_and_cancelled_as_one(hub, submitted):  # noqa: F811
+    out = ok(cli(hub, "alice", "submit", *SMALL, "--array", "0-3%2", "--name", "sweep"))
+    first_line, task_line = out.splitlines()[:2]
+    first = task_line.split()[0]
+    ids = [f"w{int(first[1:]) + i:07d}" for i in range(4)]
+    submitted.extend(("alice", wid) for wid in ids)
+    assert first_line == f"array {first}: 4 tasks ({ids[0]}..{ids[3]}), at most 2 at a time", out
+    assert " GPUs each, priority preemptible" in task_line and f"computehub cancel --array {first}" in out
+
+    for wid in ids[:2]:
+        until(hub, "alice", wid, ("admitted",))
+    w = hub.call("GET", f"/workloads/{ids[3]}", hub.tokens["alice"]).json()
+    assert (w["state"], w["array"]) == ("pending", {"id": first, "index": 3, "size": 4, "limit": 2})
+    said = f"array {first} runs at most 2 tasks at a time and 2 are running; it starts when one of them ends"
+    assert w["explanation"]["reason"] == said
+    rows = {r.split()[0]: r for r in ok(cli(hub, "alice", "queue")).splitlines()[1:]}
+    assert f"sweep {first}[2]" in rows[ids[2]] and rows[ids[2]].endswith(said), rows[ids[2]]
+
+    listing = ok(cli(hub, "alice", "jobs", "--array", first))
+    assert listing.splitlines()[-1] == f"array {first}: 4 tasks: 2 admitted, 2 pending", listing
+
+    held = ok(cli(hub, "alice", "hold", "--array", first, "--reason", "later")).splitlines()
+    assert [line.split()[:2] for line in held] == [[ids[2], "held"], [ids[3], "held"]]
+    released = ok(cli(hub, "alice", "release", "--array", first)).splitlines()
+    assert [line.split()[:2] for line in released] == [[ids[2], "pending"], [ids[3], "pending"]]
+
+    line = one_line_error(cli(hub, "carol", "jobs", "--array", first))     # not hers to see
+    assert f"{first} names no job array you may see" in line, line
+    line = one_line_error(cli(hub, "carol", "cancel", "--array", first))
+    assert f"{first} names no job array you may see with tasks that are still live" in line, line
+
+    cancelled = ok(cli(hub, "alice", "cancel", "--array", first)).splitlines()
+    assert [line.split()[0] for line in cancelled] == ids
+    for wid in ids:
+        until(hub, "alice", wid, ("cancelled",))
+    listing = ok(cli(hub, "alice", "jobs", "--array", first))       # ended tasks: read from the database
+    assert listing.splitlines()[-1] == f"array {first}: 4 tasks: 4 cancelled", listing
+    answer = hub.call("GET", f"/workloads?array={first}&state=cancelled", hub.tokens["ada"]).json()
+    assert [w["array"]["index"] for w in answer["workloads"]] == [0, 1, 2, 3] and answer["total"] == 4
+    events = hub.call("GET", f"/audit?workload={ids[1]}", hub.tokens["ada"]).json()["events"]
+    assert events[0]["kind"] == "submitted" and events[0]["data"]["array"]["index"] == 1
+
+
+def test_the_api_answers_with_every_task_and_refuses_a_bad_array_whole(hub, submitted):  # noqa: F811
+    w = json.loads(ok(cli(hub, "alice", "submit", *SMALL, "--array", "1,5-9:4", "--json")))
+    submitted.extend(("alice", wid) for wid in w["tasks"])
+    assert [t["array"]["index"] for t in (hub.call("GET", f"/workloads/{wid}", hub.tokens["alice"]).json()
+                                          for wid in w["tasks"])] == [1, 5, 9]
+    assert w["id"] == w["tasks"][0] and w["array"] == {"id": w["id"], "index": 1, "size": 3, "limit": 0}
+
+    before = hub.call("GET", "/workloads?user=alice&limit=1000", hub.tokens["alice"]).json()["total"]
+    line = one_line_error(cli(hub, "alice", "submit", *SMALL, "--array", "0-x"))
+    assert "array: '0-x' is not an index or a range; write indexes like 0-9" in line, line
+    line = one_line_error(cli(hub, "alice", "submit", *SMALL, "--array", "0-1000"))
+    assert "more than 1000 tasks; split the work into several arrays" in line, line
+    line = one_line_error(cli(hub, "alice", "infer", "--gpus", "0", "--cpu", "100m", "--array", "0-1", "--", "x"))
+    assert "only batch and training work comes in arrays, not inference" in line, line
+    r = hub.call("POST", "/workloads", hub.tokens["alice"], json={"resources": {"cpu": "100m"}, "array": [0, 1]})
+    assert r.status_code == 400 and "array must be task indexes like 0-9" in r.json()["message"]
+    r = hub.call("POST", "/workloads", hub.tokens["alice"],
+                 json={"resources": {"cpu": "100m"}, "array": "0-1", "kind": "notebook"})
+    assert r.status_code == 400 and "not notebook" in r.json()["message"]
+    after = hub.call("GET", "/workloads?user=alice&limit=1000", hub.tokens["alice"]).json()["total"]
+    assert after == before                                           # nothing of the refused ones
+    line = one_line_error(cli(hub, "alice", "cancel", "--array", "w9999999"))
+    assert "w9999999 names no job array you may see" in line, line
