@@ -28,17 +28,25 @@ def name_of(w: dict) -> str:
     return f"{w.get('name') or ''} {a['id']}[{a['index']}]".strip() if a else (w.get("name") or "")
 
 
-def task_ids(ch, arrays, states=LIVE) -> list[str]:
-    """The tasks in ``states`` of each named array, in index order. An id that names no array the
-    caller may see (or one whose tasks have all left those states) is a usage error."""
+def task_ids(ch, arrays, keep=lambda w: True, what: str = "that are still live") -> list[str]:
+    """The live tasks of each named array that ``keep`` accepts, in index order. An id that names
+    no array the caller may see (or none of whose tasks ``keep`` accepts) is a usage error."""
     out = []
     for array in arrays:
-        found = [w["id"] for w in ch.list(array=array, state=list(states), limit=10_000)["workloads"]]
+        found = [w["id"] for w in ch.list(array=array, state=list(LIVE), limit=10_000)["workloads"] if keep(w)]
         if not found:
-            raise UsageError(f"{array} names no job array you may see with tasks that are "
-                             f"{' or '.join(states) if len(states) < 3 else 'still live'}")
+            raise UsageError(f"{array} names no job array you may see with tasks {what}")
         out += found
     return out
+
+
+def holdable(w: dict) -> bool:
+    """Waiting and not held back already (work held only for what it runs after may be)."""
+    return w["state"] == "pending" or (w["state"] == "held" and "hold" not in (w.get("metadata") or {}))
+
+
+def held_back(w: dict) -> bool:
+    return "hold" in (w.get("metadata") or {})
 
 
 def array_summary(tasks: list[dict]) -> str:

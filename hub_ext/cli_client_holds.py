@@ -5,7 +5,7 @@ from __future__ import annotations
 from traitlets import Bool, Unicode
 
 from .cli_client import ClientCommand, for_each_id
-from .cli_client_arrays import ARRAY_FLAG, task_ids
+from .cli_client_arrays import ARRAY_FLAG, held_back, holdable, task_ids
 
 
 class HoldApp(ClientCommand):
@@ -26,7 +26,7 @@ computehub release w0000042
 
     def run(self, *ids):
         ch = self.client()
-        ids = task_ids(ch, ids, ("pending", "held")) if self.array else ids
+        ids = task_ids(ch, ids, holdable, "waiting and not held already") if self.array else ids
         return for_each_id(ids, lambda wid: ch.hold(wid, self.reason),
                            lambda w: f"{w['id']}  {w['state']}  ({w['reason']})")
 
@@ -46,6 +46,6 @@ computehub release --array w0000050
 
     def run(self, *ids):
         ch = self.client()
-        ids = task_ids(ch, ids, ("held",)) if self.array else ids
+        ids = task_ids(ch, ids, held_back, "held back ('computehub hold')") if self.array else ids
         return for_each_id(ids, ch.release,
                            lambda w: f"{w['id']}  {w['state']}" + (f"  ({w['reason']})" if w["reason"] else ""))

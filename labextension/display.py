@@ -123,3 +123,50 @@ class Follower(threading.Thread):
             if w["state"] in J.TERMINAL:
                 return
             self.stopped.wait(self.every)
+
+
+def describe_array(first: dict, tasks: list[dict]) -> tuple[str, str]:
+    """(headline, detail) of a job array: how many tasks are in each state, and the tasks that
+    failed (their reason) — the live display of ``%submit --array``."""
+    a = first.get("array") or {}
+    counts: dict[str, int] = {}
+    for w in tasks:
+        counts[w["state"]] = counts.get(w["state"], 0) + 1
+    name = f"array {first['id']} ({first['name']})" if first.get("name") else f"array {first['id']}"
+    cap = f", at most {a['limit']} at a time" if a.get("limit") else ""
+    states = ", ".join(f"{n} {s}" for s, n in counts.items())
+    failed = [f"{w['id']} [{w['array']['index']}] failed: {w.get('reason') or 'exit code ' + str(w.get('exit_code'))}"
+              for w in tasks if w["state"] == "failed"]
+    return f"{name}: {len(tasks)} tasks{cap} — {states}", "\n".join(failed[:10])
+
+
+class ArrayFollower(threading.Thread):
+    """Keeps a job array's display (``describe_array``) up to date until every task has ended."""
+
+    def __init__(self, array, display_id: str, every: float = POLL):
+        super().__init__(daemon=True, name=f"computehub-{array.id}")
+        self.array, self.display_id, self.every = array, display_id, every
+        self.shown: list[tuple[str, str]] = []
+        self.stopped = threading.Event()
+
+    def run(self):
+        errors = 0
+        while not self.stopped.is_set():
+            try:
+                tasks = self.array.tasks()
+                errors = 0
+            except J.JobError as e:
+                errors += 1
+                if errors >= 30:
+                    update_display(bundle(f"array {self.array.id}: lost track of it: {e}", ""), raw=True,
+                                   display_id=self.display_id)
+                    return
+                self.stopped.wait(self.every)
+                continue
+            shown = describe_array(self.array.last, tasks)
+            if not self.shown or shown != self.shown[-1]:
+                update_display(bundle(*shown), raw=True, display_id=self.display_id)
+                self.shown.append(shown)
+            if tasks and all(w["state"] in J.TERMINAL for w in tasks):
+                return
+            self.stopped.wait(self.every)

@@ -3,6 +3,7 @@
     from labextension import jobs
     job = jobs.submit("train.py", "--lr", "0.1", gpus=2, time_limit="2h")
     job.status()["state"]; job.wait(); print("\\n".join(job.logs()))
+    sweep = jobs.submit("sweep.py", gpus=1, array="0-19%4")   # 20 tasks, 4 at a time (job_arrays.py)
     svc = jobs.serve("python -m http.server $PORT", gpus=1); svc.wait_ready(); svc.url
 
 URL and token come from the environment the hub gives a single-user server:
@@ -148,7 +149,18 @@ class Client:
     # --- operations ---------------------------------------------------------------------
 
     def submit_spec(self, spec: dict) -> "Job":
-        return Job(self, self.request("POST", "workloads", spec))
+        """The submitted job's handle; for a job array a ``JobArray`` (a list of its tasks' handles)."""
+        w = self.request("POST", "workloads", spec)
+        if w.get("tasks"):
+            from .job_arrays import JobArray      # it builds on Job, below
+            return JobArray(self, w)
+        return Job(self, w)
+
+    def array_tasks(self, array_id: str) -> list[dict]:
+        """Every task of a job array (named by its first task's id), ended ones too, in index order."""
+        return self.request("GET", "workloads", params={
+            "array": array_id, "state": [*WAITING, "admitted", "running", "preempting", "cancelling", "reclaiming",
+                                         *TERMINAL], "limit": 10_000})["workloads"]
 
     def job(self, workload_id: str) -> "Job":
         return Job(self, self.request("GET", f"workloads/{urllib.parse.quote(workload_id, safe='')}"))
@@ -203,11 +215,12 @@ class Client:
 def job_spec(command, *, kind: str = "training", script: str | None = None, gpus: int = 1,
              gpu_model: str | None = None, workers: int = 1, cpu=None, memory=None, queue: str | None = None,
              priority: str | None = None, time_limit=None, name: str | None = None, workdir: str | None = None,
-             port: int | None = None, checkpoint_every=None, after=None, hold: bool = False) -> dict:
+             port: int | None = None, checkpoint_every=None, after=None, hold: bool = False, array=None) -> dict:
     """The submission for a job (``POST workloads``), checked here so mistakes get one clear line.
     ``after``: jobs (``Job`` handles or ids, a list or one text with commas) it runs after, each id
     optionally with ``:any`` or ``:failed``; it is held until they have ended as asked. ``hold``: it
-    is held until released (``Job.release``)."""
+    is held until released (``Job.release``). ``array``: a job array, a task per index: Slurm's
+    text (``"0-9"``, ``"0-99%10"``: at most 10 at a time), a ``range`` or a list of indexes."""
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
         raise JobError(f"gpus must be a whole number 0 or more, not {gpus!r}")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -237,7 +250,23 @@ def job_spec(command, *, kind: str = "training", script: str | None = None, gpus
         spec["after"] = after_ids(after)
     if hold:
         spec["hold"] = True
+    if array is not None:
+        spec["array"] = array_text(array)
     return spec
+
+
+def array_text(array) -> str:
+    """An array's indexes as the service takes them: text as it is; a range or a list of whole
+    numbers as Slurm writes them (``range(0, 10, 2)`` → ``0-8:2``)."""
+    if isinstance(array, str):
+        return array
+    if isinstance(array, range) and len(array) and array.step > 0:
+        return f"{array.start}-{array[-1]}:{array.step}" if len(array) > 1 else str(array.start)
+    if isinstance(array, (list, tuple)) and array and all(isinstance(i, int) and not isinstance(i, bool)
+                                                          for i in array):
+        return ",".join(map(str, array))
+    raise JobError(f"array takes indexes like '0-9' or '0-99%10' (at most 10 at a time), a range or a list "
+                   f"of whole numbers, not {array!r}")
 
 
 def after_ids(after) -> list[str]:
@@ -326,7 +355,8 @@ class Job:
 def submit(script: str, *args: str, client: Client | None = None, **options) -> Job:
     """Submit ``script`` (a .py file runs with this interpreter) with ``args`` as a training job.
     Options: gpus, gpu_model, workers, cpu, memory, queue, priority, time_limit, checkpoint_every, name,
-    workdir, after (jobs it runs after), hold (held until released)."""
+    workdir, after (jobs it runs after), hold (held until released), array (a job array: returns a
+    ``JobArray``, each task with ``$COMPUTEHUB_ARRAY_TASK_ID``)."""
     return (client or Client()).submit_spec(job_spec(script_command(script, args), **options))
 
 

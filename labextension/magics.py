@@ -22,7 +22,8 @@ from IPython.display import display
 from hub_ext.log_follow import ended_line, follow
 
 from . import jobs as J
-from .display import POLL, Follower, bundle, describe
+from .display import POLL, ArrayFollower, Follower, bundle, describe, describe_array
+from .job_arrays import LIVE, JobArray, held_back, holdable
 
 def _common(f):
     for a in reversed([
@@ -53,6 +54,8 @@ def _on_ids(*extra):
     """The arguments of a magic that acts on job ids: ``-h``, ``extra`` options, then the ids."""
     def wrap(f):
         for a in (argument("ids", nargs="*", help="Job ids."), *reversed(extra),
+                  argument("--array", action="store_true", help="The ids name job arrays (an array's first "
+                                                                "task's id): act on each of its tasks."),
                   argument("-h", "--help", action="store_true", help="Show this help.")):
             f = a(f)
         return magic_arguments()(f)
@@ -97,14 +100,20 @@ class ComputeHubMagics(Magics):
                     raise UsageError(str(e)) from None
         return opts
 
-    def _launch(self, spec: dict) -> J.Job | None:
+    def _launch(self, spec: dict) -> J.Job | JobArray | None:
         try:
             job = self.client().submit_spec(spec)
         except J.JobError as e:
             self._fail(e)
             return None
-        handle = display(bundle(*describe(job.last)), raw=True, display_id=True)
-        follower = Follower(job, handle.display_id)
+        if isinstance(job, JobArray):       # one display for all its tasks
+            first = job.last
+            handle = display(bundle(*describe_array(first, [dict(first, id=t.id) for t in job])), raw=True,
+                             display_id=True)
+            follower = ArrayFollower(job, handle.display_id)
+        else:
+            handle = display(bundle(*describe(job.last)), raw=True, display_id=True)
+            follower = Follower(job, handle.display_id)
         self.followers[job.id] = follower
         follower.start()
         return job
@@ -114,6 +123,9 @@ class ComputeHubMagics(Magics):
     @argument("--workers", type=int, default=1, help="Workers (processes), each with --gpus GPUs; more than 1 "
                                                       "is a gang started all at once with RANK, WORLD_SIZE, "
                                                       "MASTER_ADDR and MASTER_PORT set (torchrun-style).")
+    @argument("--array", default=None, help="A job array: one task per index, e.g. 0-9 or 1,3,5-11:2; %%N runs "
+                                            "at most N at a time (0-99%%10). Each task gets "
+                                            "$COMPUTEHUB_ARRAY_TASK_ID; the handle is a list of the tasks.")
     @argument("script", nargs="?", help="The script to run (.py runs with this kernel's Python); "
                                         "with %%%%submit the cell is the script.")
     @argument("args", nargs=argparse.REMAINDER, help="Arguments for the script.")
@@ -129,6 +141,7 @@ class ComputeHubMagics(Magics):
           %submit --gpus 2 --time 2h train.py --lr 0.1
           %submit --workers 2 --gpus 1 ddp.py
           %submit --gpus 1 --after {prep.id} evaluate.py
+          sweep = %submit --gpus 1 --array 0-19%4 sweep.py
           %%submit --gpus 1 --name sweep
           print("hello from a job")
         """
@@ -150,7 +163,7 @@ class ComputeHubMagics(Magics):
                 raise UsageError(f"no such file: {args.script} (in {os.getcwd()})")
             command, script = J.script_command(args.script, args.args), None
         try:
-            spec = J.job_spec(command, script=script, workers=args.workers, **opts)
+            spec = J.job_spec(command, script=script, workers=args.workers, array=args.array, **opts)
         except J.JobError as e:
             raise UsageError(str(e)) from None
         return self._launch(spec)
@@ -221,7 +234,9 @@ class ComputeHubMagics(Magics):
         for w in items:
             pos = f"{w['position_in_queue']} in {w['queue']}" if w.get("position_in_queue") else ""
             reason = (w.get("explanation") or {}).get("reason") or w.get("reason") or ""
-            rows.append((w["id"], w.get("name") or "-", w["kind"], w["state"], pos or "-",
+            a = w.get("array")
+            name = f"{w.get('name') or ''} {a['id']}[{a['index']}]".strip() if a else w.get("name")
+            rows.append((w["id"], name or "-", w["kind"], w["state"], pos or "-",
                          reason.splitlines()[0][:100] if reason else ""))
         widths = [max(len(r[i]) for r in rows) for i in range(5)]
         print("\n".join("  ".join(c.ljust(n) for c, n in zip(r[:5], widths)) + "  " + r[5] for r in rows))
@@ -260,14 +275,23 @@ class ComputeHubMagics(Magics):
         except KeyboardInterrupt:
             return None
 
-    def _each(self, fn, line: str, act) -> None:
-        """``act(args, id)`` for each id on the line, printing what it says; a refusal is one line."""
+    def _each(self, fn, line: str, act, keep=lambda w: w["state"] in LIVE) -> None:
+        """``act(args, id)`` for each id on the line (``--array``: each task of the arrays they name
+        that ``keep`` accepts), printing what it says; a refusal is one line."""
         args = self._parse(fn, line)
         if args is None:
             return
         if not args.ids:
             raise UsageError(f"%{fn.__name__} needs one or more job ids, e.g. %{fn.__name__} w0000042")
-        for wid in args.ids:
+        ids = args.ids
+        if args.array:
+            try:
+                ids = [w["id"] for array in args.ids for w in self.client().array_tasks(array) if keep(w)]
+            except J.JobError as e:
+                return self._fail(e)
+            if not ids:
+                return self._fail(f"{', '.join(args.ids)}: no job array of yours with tasks to {fn.__name__}")
+        for wid in ids:
             try:
                 print(act(args, wid))
             except J.JobError as e:
@@ -290,7 +314,7 @@ class ComputeHubMagics(Magics):
         def act(args, wid):
             w = self.client().hold(wid, args.reason)
             return f"{w['id']}: {w['state']} ({w['reason']})"
-        self._each(self.hold, line, act)
+        self._each(self.hold, line, act, holdable)
 
     @_on_ids()
     @line_magic
@@ -299,7 +323,7 @@ class ComputeHubMagics(Magics):
         def act(args, wid):
             w = self.client().release(wid)
             return f"{w['id']}: {w['state']}" + (f" ({w['reason']})" if w.get("reason") else "")
-        self._each(self.release, line, act)
+        self._each(self.release, line, act, held_back)
 
 
 def load_ipython_extension(ipython):

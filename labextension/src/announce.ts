@@ -6,13 +6,13 @@
  * touches a line only when its words change, so a screen reader reads just that line.
  */
 
-import { PENDING_STATES, Workload, reasonText, stateWords } from './model';
+import { PENDING_STATES, Workload, reasonText, stateWords, workloadName } from './model';
 
 const QUIET_STATES = ['admitted', 'running']; // their reason adds nothing a listener needs
 
 /** "train: waiting, position 2 of 5 in vision — needs 2 × a100; …", "train: running". */
 export function announcement(w: Workload): string {
-  const name = w.name || w.id;
+  const name = workloadName(w);
   if (w.state === 'pending') {
     const e = w.explanation || {};
     const pos = e.position_in_queue ?? w.position_in_queue;

@@ -30,6 +30,7 @@ import {
   reasonText,
   sparklinePoints,
   stateWords,
+  workloadName,
   LIVE_STATES
 } from './model';
 import { queueSection } from './queues';
@@ -239,7 +240,7 @@ export class ComputeHubPanel extends Widget {
     row.dataset.workloadId = w.id;
     row.dataset.state = w.state;
     const head = el('div', 'jp-ComputeHub-name');
-    head.appendChild(el('span', '', `${w.name} `));
+    head.appendChild(el('span', '', `${workloadName(w)} `));
     head.appendChild(el('span', 'jp-ComputeHub-kind', `${w.kind}${here ? ' (this server)' : ''}`));
     head.appendChild(el('span', `jp-ComputeHub-state jp-ComputeHub-state-${w.state}`, w.state.replace(/_/g, ' ')));
     row.appendChild(head);
@@ -287,7 +288,7 @@ export class ComputeHubPanel extends Widget {
     if (cancellable(w) && !here) {
       const armed = this.armed === w.id;
       const b = el('button', 'jp-ComputeHub-button jp-ComputeHub-cancel', armed ? 'Really cancel?' : 'Cancel');
-      b.setAttribute('aria-label', armed ? `Really cancel? (${w.name || w.id})` : `Cancel ${w.name || w.id}`);
+      b.setAttribute('aria-label', armed ? `Really cancel? (${workloadName(w)})` : `Cancel ${workloadName(w)}`);
       b.dataset.focusKey = `cancel:${w.id}`;
       b.onclick = () => void this.cancel(w, armed);
       bar.appendChild(b);
@@ -296,21 +297,21 @@ export class ComputeHubPanel extends Widget {
     if (hold) {
       const label = hold === 'hold' ? 'Hold' : 'Release';
       const b = el('button', `jp-ComputeHub-button jp-ComputeHub-${hold}`, label);
-      b.setAttribute('aria-label', `${label} ${w.name || w.id}`);
+      b.setAttribute('aria-label', `${label} ${workloadName(w)}`);
       b.dataset.focusKey = `${hold}:${w.id}`;
       b.onclick = () => void this.perform(hold, w, () => holdOrRelease(w.id, hold));
       bar.appendChild(b);
     }
     if (w.kind !== 'notebook') {
       const b = el('button', 'jp-ComputeHub-button jp-ComputeHub-logs-button', 'Logs');
-      b.setAttribute('aria-label', `Logs of ${w.name || w.id}`);
+      b.setAttribute('aria-label', `Logs of ${workloadName(w)}`);
       b.dataset.focusKey = `logs:${w.id}`;
       b.onclick = () => void this.showLogs(w.id);
       bar.appendChild(b);
     }
     if (w.serve_url && w.state === 'running') {
       const a = el('a', 'jp-ComputeHub-button jp-ComputeHub-open', 'Open');
-      a.setAttribute('aria-label', `Open ${w.name || w.id} (new tab)`);
+      a.setAttribute('aria-label', `Open ${workloadName(w)} (new tab)`);
       a.dataset.focusKey = `open:${w.id}`;
       a.href = w.serve_url;
       a.target = '_blank';
@@ -336,7 +337,7 @@ export class ComputeHubPanel extends Widget {
       await call();
       this.actionError = '';
     } catch (e) {
-      this.actionError = `Could not ${what} ${w.name || w.id}: ${(e as Error).message}`;
+      this.actionError = `Could not ${what} ${workloadName(w)}: ${(e as Error).message}`;
     }
     await this.store.poller.refresh();
     this.render();

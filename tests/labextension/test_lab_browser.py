@@ -242,6 +242,17 @@ def test_status_bar_and_panel_follow_a_queued_job_to_running(labhub, browser, tm
         row.locator(".jp-ComputeHub-release").click()
         sync_api.expect(row).to_have_attribute("data-state", "pending", timeout=30_000)
         sync_api.expect(row.locator(".jp-ComputeHub-hold")).to_be_visible()
+        # A job array's tasks (held, so they take no GPU) are named by the array and their index.
+        r = hub.call("POST", "/workloads", hub.tokens["alice"], json={
+            "name": "sweep", "kind": "batch", "resources": {"gpu": 1}, "array": "4-5", "hold": True})
+        assert r.status_code == 201, r.text
+        tasks = r.json()["tasks"]
+        task = page.locator(f".jp-ComputeHub-workload[data-workload-id='{tasks[1]}']")
+        sync_api.expect(task.locator(".jp-ComputeHub-name")).to_contain_text(f"sweep {tasks[0]}[5]", timeout=30_000)
+        sync_api.expect(task.locator(".jp-ComputeHub-release")).to_have_attribute("aria-label",
+                                                                                    f"Release sweep {tasks[0]}[5]")
+        for t in tasks:
+            assert hub.call("DELETE", f"/workloads/{t}", hub.tokens["alice"]).status_code == 200
 
         # The GPUs free up: bob's job is cancelled; alice's is admitted and its launcher reports running.
         assert hub.call("DELETE", f"/workloads/{bob_job}", hub.tokens["bob"]).status_code == 200

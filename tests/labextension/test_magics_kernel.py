@@ -358,3 +358,51 @@ def test_hold_and_release_from_the_notebook(setup):
     out = k.run(f"%hold --reason later {wid}")
     assert out["stderr"].strip() == (f"computehub: workload {wid} is finished; only waiting work (pending, or "
                                      "held for the work it runs after) can be held"), out
+
+
+TASK = """import os, sys, time
+t0 = time.time()
+time.sleep(1.5)
+task = os.environ["COMPUTEHUB_ARRAY_TASK_ID"]
+open("task-%s.txt" % task, "w").write("%s %s %f %f" % (os.environ["COMPUTEHUB_ARRAY_ID"],
+                                                       os.environ["COMPUTEHUB_ARRAY_TASK_COUNT"], t0, time.time()))
+print("task", task, flush=True)
+"""
+
+
+def test_a_job_array_runs_each_index_at_most_n_at_a_time(setup):
+    """`%submit --array 1-4%2`: four real processes, each told its index, never more than two at
+    once; one display follows them all; `--array` on %hold/%release/%cancel acts on every task."""
+    _, work, k = setup
+    (work / "task.py").write_text(TASK)
+    out = k.run("sweep = %submit --gpus 0 --array 1-4%2 --name sweep task.py\nsweep")
+    assert not out["error"] and not out["stderr"], out
+    m = re.search(r"<JobArray (w\d+): 4 tasks, at most 2 at a time>", out["result"])
+    assert m, out
+    first = m.group(1)
+    out2 = k.run("w = sweep.wait(timeout=90, every=0.5)\nprint(sorted(x['state'] for x in w), "
+                 "sweep[2].logs()[-1])", timeout=120)
+    assert out2["stdout"].strip() == "['finished', 'finished', 'finished', 'finished'] task 3", out2
+    runs = []
+    for index in (1, 2, 3, 4):
+        array, count, start, end = written(work / f"task-{index}.txt").split()
+        assert (array, count) == (first, "4")
+        runs.append((float(start), float(end)))
+    overlap = max(sum(1 for s, e in runs if s <= t < e) for t, _ in runs)
+    assert overlap <= 2, runs                               # the cap: never three at once
+    texts = wait_for("the display at its end", lambda: [t for t in k.display_texts(out["display_ids"][0])
+                                                        if "4 finished" in t], 30)
+    assert texts[-1].startswith(f"array {first} (sweep): 4 tasks, at most 2 at a time — 4 finished"), texts
+
+    out = k.run("later = %submit --gpus 0 --array 0-2 --hold task.py\nprint(later.id, len(later))")
+    later = out["stdout"].split()[0]
+    assert out["stdout"].split()[1] == "3" and not out["stderr"], out
+    tasks = [f"w{int(later[1:]) + i:07d}" for i in range(3)]
+    assert k.run(f"%release --array {later}")["stdout"].split() == [f"{tasks[0]}:", "pending", f"{tasks[1]}:",
+                                                                     "pending", f"{tasks[2]}:", "pending"]
+    out = k.run(f"%cancel --array {later}")
+    assert [line.split()[0] for line in out["stdout"].splitlines()] == [f"{t}:" for t in tasks], out
+    out = k.run(f"%hold --array {later}")            # nothing left waiting to hold
+    assert out["stderr"].strip() == f"computehub: {later}: no job array of yours with tasks to hold", out
+    out = k.run("%submit --gpus 0 --array 0-x task.py")
+    assert "array: '0-x' is not an index or a range" in out["stderr"], out

@@ -21,6 +21,11 @@ describe('announcement', () => {
     );
   });
 
+  it("names an array's task with its index", () => {
+    const array = { id: 'w0000012', index: 3, size: 4, limit: 0 };
+    expect(announcement(w({ state: 'running', array }))).toBe('train w0000012[3]: running');
+  });
+
   it('puts an outage first and waiting work before the rest', () => {
     const lines = announcements([w({ id: 'a', state: 'running' }), w({ id: 'b' })], 'ComputeHub is unreachable');
     expect([...lines.keys()]).toEqual(['service', 'b', 'a']);

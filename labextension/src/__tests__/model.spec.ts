@@ -19,7 +19,8 @@ import {
   shortModel,
   sparklinePoints,
   statusText,
-  waiting
+  waiting,
+  workloadName
 } from '../model';
 
 const GiB = 2 ** 30;
@@ -130,6 +131,16 @@ describe('formatting', () => {
     expect(cancellable(wl({ state: 'cancelling' }))).toBe(false);
     expect(cancellable(wl({ state: 'preempting' }))).toBe(true);
     expect(cancellable(wl({ state: 'reclaiming' }))).toBe(false);
+  });
+});
+
+describe('names', () => {
+  it("names an array's task by its array and index, other work by its name or id", () => {
+    const array = { id: 'w0000012', index: 3, size: 10, limit: 2 };
+    expect(workloadName(wl({ array }))).toBe('train w0000012[3]');
+    expect(workloadName(wl({ array, name: '' }))).toBe('w0000012[3]');
+    expect(workloadName(wl({ array: null }))).toBe('train');
+    expect(workloadName(wl({ name: '' }))).toBe('w1');
   });
 });
 
