@@ -107,6 +107,7 @@ def test_admin_edits_quota_and_drains_node(admin_hub, browser, tmp_path):
         gang = {"queue": "vision", "kind": "batch", "resources": {"gpu": 4}, "workers": 2, "time_limit": 7200}
         first, second = (hub.call("POST", "/workloads", alice, json=gang).json()["id"] for _ in range(2))
         third = fourth = None
+        tasks = []
         try:
             page.click("nav >> text=Pending")
             page.wait_for_url(hub.service_url + "/admin/pending")
@@ -115,16 +116,18 @@ def test_admin_edits_quota_and_drains_node(admin_hub, browser, tmp_path):
             sync_api.expect(row).to_contain_text("at the earliest: it would start on GPUs beyond queue vision's")
             # Held work is listed apart, with what keeps it back.
             third = hub.call("POST", "/workloads", alice, json={**gang, "after": [second]}).json()["id"]
-            fourth = hub.call("POST", "/workloads", alice, json={**gang, "hold": True}).json()["id"]
+            tasks = hub.call("POST", "/workloads", alice, json={**gang, "hold": True, "array": "6-7"}).json()["tasks"]
+            fourth = tasks[0]
             page.reload()
             held = page.locator("#held-work")
             sync_api.expect(held.locator(f"#w-{third} .reason")).to_have_text(
                 f"runs after {second} finishes (it is pending)")
             sync_api.expect(held.locator(f"#w-{fourth} .reason")).to_contain_text("held by alice: held at submission")
             sync_api.expect(page.locator(f"#pending-work #w-{third}")).to_have_count(0)
-            sync_api.expect(page.locator("h2#held")).to_have_text("Held (2)")
+            sync_api.expect(held.locator(f"#w-{tasks[1]}")).to_contain_text(f"task 7 of array {fourth}")
+            sync_api.expect(page.locator("h2#held")).to_have_text("Held (3)")
         finally:
-            for wid in filter(None, (first, second, third, fourth)):
+            for wid in filter(None, (first, second, third, *tasks)):
                 hub.call("DELETE", f"/workloads/{wid}", alice)
 
         # Drain gpu-b from the nodes page.
@@ -190,9 +193,9 @@ def test_non_admin_gets_403_and_own_landing_page(hub, browser):
         assert resp.status == 403 and "gpu-a" not in page.content()
 
         r = hub.call("POST", "/workloads", hub.tokens["alice"], json={"queue": "vision", "resources": {"gpu": 1},
-                                                                      "name": "landing-ended"})
+                                                                      "name": "landing-ended", "array": "3"})
         assert r.status_code == 201, r.text
-        wid = r.json()["id"]
+        wid = r.json()["id"]          # a job array of one task, index 3
         assert hub.call("DELETE", f"/workloads/{wid}", hub.tokens["alice"]).status_code == 200
         page.goto(hub.service_url + "/")
         assert page.locator(".me-name").inner_text() == "alice"
@@ -200,6 +203,7 @@ def test_non_admin_gets_403_and_own_landing_page(hub, browser):
         row = page.locator("table.ended tbody tr").first
         assert row.get_attribute("data-workload-id") == wid
         assert "landing-ended" in row.inner_text() and "cancelled by alice" in row.locator(".reason").inner_text()
+        assert f"[3] of array {wid}" in row.inner_text()
         assert page.locator("a[href$='/admin/']").count() == 0
         assert page.locator("a[href$='api/v1/openapi.json']").count() >= 1
     finally:
