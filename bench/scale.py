@@ -19,6 +19,9 @@ classes (notebooks inside guarantee, training, preemptible batch), requests of
    running work finishes (and preemption victims stop) and new work arrives, so each
    cycle admits some. Only ``cycle()`` is timed; the median of the cycles is reported.
 
+With ``--arrays F`` a share F of the submissions are job arrays of ``ARRAY_TASKS`` tasks, at
+most ``ARRAY_CAP`` of each running at a time (``scheduler/arrays.py``): what the cap rule costs.
+
 Peak memory is the child's maximum resident set size (``getrusage``). The growth
 exponent is the least-squares slope of log(median cycle) over log(pending) per node count
 (n·log n between 1k and 50k pending fits an exponent of about 1.2).
@@ -59,9 +62,13 @@ MIX = [
 ]
 
 
+ARRAY_TASKS, ARRAY_CAP = 20, 4       # --arrays: each array's tasks, and how many may run at a time
+
+
 class Workbench:
-    def __init__(self, nodes: int, seed: int = 1):
+    def __init__(self, nodes: int, seed: int = 1, arrays: float = 0.0):
         self.rng = random.Random(seed)
+        self.arrays = arrays
         self.now = 0.0
         self.sched = Scheduler(MemoryStore(keep_events=False), EngineConfig(), clock=lambda: self.now)
         for i in range(nodes):
@@ -75,13 +82,26 @@ class Workbench:
 
     def submit(self, n: int) -> None:
         rng, s = self.rng, self.sched
-        for kind, g, workers in (m[1:] for m in rng.choices(MIX, self.weights, k=n)):
-            team = rng.randrange(TEAMS)
-            spec = {"user": f"u{team}-{rng.randrange(USERS_PER_TEAM)}", "queue": f"team-{team}", "kind": kind,
-                    "resources": {"gpu": g, "cpu": 8 * g, "memory": f"{64 * g}Gi"}, "workers": workers}
-            if kind != "notebook":
-                spec["time_limit"] = float(rng.randrange(1, 25) * 3600)
+        if not self.arrays:             # the mix drawn at once, as before --arrays (the same stream)
+            for kind, g, workers in (m[1:] for m in rng.choices(MIX, self.weights, k=n)):
+                s.submit(self._spec(kind, g, workers), now=self.now)
+            return
+        while n > 0:
+            kind, g, workers = rng.choices(MIX, self.weights)[0][1:]
+            spec = self._spec(kind, g, workers)
+            if kind != "notebook" and workers == 1 and rng.random() < self.arrays:
+                spec["array"] = f"0-{ARRAY_TASKS - 1}%{ARRAY_CAP}"
+            n -= ARRAY_TASKS if "array" in spec else 1
             s.submit(spec, now=self.now)
+
+    def _spec(self, kind: str, g: int, workers: int) -> dict:
+        rng = self.rng
+        team = rng.randrange(TEAMS)
+        spec = {"user": f"u{team}-{rng.randrange(USERS_PER_TEAM)}", "queue": f"team-{team}", "kind": kind,
+                "resources": {"gpu": g, "cpu": 8 * g, "memory": f"{64 * g}Gi"}, "workers": workers}
+        if kind != "notebook":
+            spec["time_limit"] = float(rng.randrange(1, 25) * 3600)
+        return spec
 
     def cycle(self) -> tuple[float, int]:
         t0 = time.perf_counter()
@@ -102,8 +122,9 @@ class Workbench:
             self.submit(missing)
 
 
-def measure(nodes: int, pending: int, cycles: int, churn: float, profile: bool = False) -> dict:
-    wb = Workbench(nodes)
+def measure(nodes: int, pending: int, cycles: int, churn: float, profile: bool = False,
+            arrays: float = 0.0) -> dict:
+    wb = Workbench(nodes, arrays=arrays)
     fill = int(nodes * 8 / 3.2)               # about enough work to fill the cluster (mean ≈ 3.2 GPUs)
     t0 = time.perf_counter()
     wb.submit(fill + pending)
@@ -141,7 +162,7 @@ def measure(nodes: int, pending: int, cycles: int, churn: float, profile: bool =
         import pstats
         pstats.Stats(prof).sort_stats("cumulative").print_stats(18)
         pstats.Stats(prof).sort_stats("tottime").print_stats(12)
-    return {"nodes": nodes, "pending": pending, "build_s": build_s, "fill_admitted": admitted,
+    return {"nodes": nodes, "pending": pending, "arrays": arrays, "build_s": build_s, "fill_admitted": admitted,
             "fill_cycles": fill_cycles, "fill_s": spent, "admissions_per_s": admitted / spent if spent else 0.0,
             "full": full, "median_ms": statistics.median(times) * 1000, "p95_ms": _pct(times, 95) * 1000,
             "admitted_per_cycle": statistics.mean(adm), "pending_after": len(wb.sched.state.pending),
@@ -153,11 +174,11 @@ def _pct(xs, q):
     return xs[min(len(xs) - 1, int(round(q / 100 * (len(xs) - 1))))]
 
 
-def isolated(nodes: int, pending: int, cycles: int, churn: float) -> dict:
+def isolated(nodes: int, pending: int, cycles: int, churn: float, arrays: float = 0.0) -> dict:
     """``measure`` in a fresh child process, so that peak memory is this configuration's."""
     ctx = multiprocessing.get_context("fork")
     with ctx.Pool(1, maxtasksperchild=1) as pool:
-        return pool.apply(measure, (nodes, pending, cycles, churn))
+        return pool.apply(measure, (nodes, pending, cycles, churn, False, arrays))
 
 
 def exponent(rows: list[dict]) -> float | None:
@@ -178,6 +199,8 @@ def main(argv=None) -> int:
     ap.add_argument("--cycles", type=int, default=15, help="steady-state cycles per configuration")
     ap.add_argument("--churn", type=float, default=0.02, help="fraction of running work ending between cycles")
     ap.add_argument("--profile", action="store_true", help="cProfile the steady-state cycles")
+    ap.add_argument("--arrays", type=float, default=0.0,
+                    help=f"share of submissions that are job arrays ({ARRAY_TASKS} tasks, {ARRAY_CAP} at a time)")
     ap.add_argument("--quick", action="store_true", help="only 100 and 1,000 nodes × 1k and 10k pending")
     ap.add_argument("--json", metavar="FILE", default=str(RESULTS / "scale.json"), help="where to write results")
     args = ap.parse_args(argv)
@@ -192,8 +215,8 @@ def main(argv=None) -> int:
     print("-" * len(head))
     for n in nodes:
         for p in pendings:
-            r = measure(n, p, args.cycles, args.churn, True) if args.profile else \
-                isolated(n, p, args.cycles, args.churn)
+            r = measure(n, p, args.cycles, args.churn, True, args.arrays) if args.profile else \
+                isolated(n, p, args.cycles, args.churn, args.arrays)
             rows.append(r)
             print(f"{r['nodes']:>6} {r['pending']:>8} {r['median_ms']:>10.1f} {r['p95_ms']:>8.1f} "
                   f"{r['admitted_per_cycle']:>9.1f} {r['fill_admitted']:>8} {r['admissions_per_s']:>8.0f} "
