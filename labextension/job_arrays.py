@@ -2,7 +2,7 @@
 
 A ``JobArray`` is a list of its tasks' ``Job`` handles (``sweep[3].logs()``), named by its first
 task's id (``sweep.id``), with what acts on every task: ``counts()``, ``wait()``, ``cancel()``,
-``hold()``, ``release()``. ``after=sweep`` runs a job after every task (up to 64 of them).
+``hold()``, ``release()``. ``after=sweep`` runs a job after every task (``w12[]``).
 """
 
 from __future__ import annotations
@@ -33,6 +33,11 @@ class JobArray(list):
     def __repr__(self) -> str:
         cap = f", at most {self.limit} at a time" if self.limit else ""
         return f"<JobArray {self.id}: {len(self)} tasks{cap}>"
+
+    @property
+    def after_entry(self) -> str:
+        """How ``after=`` names every task of it (``jobs.after_ids``)."""
+        return f"{self.id}[]"
 
     def tasks(self) -> list[dict]:
         """Every task's record now, in index order (each with ``array.index``)."""

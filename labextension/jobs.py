@@ -270,11 +270,14 @@ def array_text(array) -> str:
 
 
 def after_ids(after) -> list[str]:
-    """``after`` as the service takes it: a list of ids (with their conditions)."""
-    items = after if isinstance(after, (list, tuple)) else [after]
+    """``after`` as the service takes it: a list of ids (with their conditions); a ``JobArray``
+    is every task of it (``w12[]``)."""
+    items = after if isinstance(after, (list, tuple)) and not hasattr(after, "after_entry") else [after]
     out = []
     for item in items:
-        if isinstance(item, Job):
+        if hasattr(item, "after_entry"):
+            out.append(item.after_entry)
+        elif isinstance(item, Job):
             out.append(item.id)
         elif isinstance(item, str):
             out.extend(x.strip() for x in item.split(",") if x.strip())

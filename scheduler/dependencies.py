@@ -12,21 +12,25 @@ resolved in the same pass (held work is visited in submission order, and what it
 was submitted before it).
 
 A dependency that already ended at submission is judged then: met, the work is pending at
-once; never to be met, the submission is refused.
+once; never to be met, the submission is refused. ``w50[]`` names every task of the job array
+``w50`` (its first task's id; ``arrays``), as Slurm's dependency on an array job does: it is
+replaced at submission by the tasks' ids, which follow the first's.
 """
 
 from __future__ import annotations
 
 import re
 
+from . import arrays
 from .errors import ValidationError
 from .holds import hold_words
 from .model import FINISHED, HELD, HOLD, PENDING, TERMINAL, Workload
 
 MAX_AFTER = 64
 CONDITIONS = {"ok": "finishes", "any": "ends", "failed": "ends without finishing"}
-ENTRY = re.compile(r"^w?(\d{1,12})(?::(ok|any|failed))?\Z")
+ENTRY = re.compile(r"^w?(\d{1,12})(\[\])?(?::(ok|any|failed))?\Z")
 GONE = "gone"      # what an ended dependency whose record was purged counts as
+SHOWN = 3          # dependencies a held workload's reason names; the rest are counted
 
 
 def parse(value) -> list[str]:
@@ -43,9 +47,9 @@ def parse(value) -> list[str]:
     for v in value:
         m = ENTRY.match(v.strip())
         if not m:
-            raise ValidationError(f"after: {v!r} is not a workload id (like w0000012), optionally with "
-                                  ":ok, :any or :failed")
-        wid, cond = f"w{int(m.group(1)):07d}", m.group(2) or "ok"
+            raise ValidationError(f"after: {v!r} is not a workload id (like w0000012, or w0000012[] for "
+                                  "every task of a job array), optionally with :ok, :any or :failed")
+        wid, cond = f"w{int(m.group(1)):07d}{m.group(2) or ''}", m.group(3) or "ok"
         if out.get(wid, cond) != cond:
             raise ValidationError(f"after names {wid} twice, with :{out[wid]} and :{cond}")
         out[wid] = cond
@@ -87,6 +91,8 @@ class Dependencies:
             return PENDING
         if w.kind == "notebook":
             raise ValidationError("a notebook cannot run after other work (after); submit a job instead")
+        if any(split(entry)[0].endswith("[]") for entry in w.after):
+            w.after = self._tasks_of_arrays(w)
         waiting = False
         for entry in w.after:
             wid, cond = split(entry)
@@ -99,6 +105,26 @@ class Dependencies:
                 raise ValidationError(f"after: {_ended_words(wid, d)}; work to run after it "
                                       f"{CONDITIONS[cond]} would never start")
         return HELD if waiting else PENDING
+
+    def _tasks_of_arrays(self, w: Workload) -> list[str]:
+        """``w.after`` with each ``wNN[]`` replaced by the ids of that array's tasks."""
+        out: dict[str, str] = {}
+        for entry in w.after:
+            wid, cond = split(entry)
+            ids = [wid]
+            if wid.endswith("[]"):
+                first = self._dependency(wid[:-2])
+                if first is None or first.user != w.user or not first.array or first.array["id"] != first.id:
+                    raise ValidationError(f"after: no job array {wid[:-2]} of {w.user}'s to run after (name an "
+                                          "array by its first task's id)")
+                ids = [f"w{first.seq + i:07d}" for i in range(first.array["size"])]
+            for i in ids:
+                if out.setdefault(i, cond) != cond:
+                    raise ValidationError(f"after names {i} twice, with :{out[i]} and :{cond}")
+        if len(out) > MAX_AFTER + arrays.MAX_TASKS:
+            raise ValidationError(f"after names {len(out)} workloads with the tasks of its arrays; at most "
+                                  f"{MAX_AFTER + arrays.MAX_TASKS}")
+        return [f"{wid}:{cond}" for wid, cond in out.items()]
 
     def release_held(self, now: float) -> tuple[list[Workload], list[Workload]]:
         """Held work whose dependencies have all ended as asked joins the line; held work one of
@@ -134,7 +160,8 @@ class Dependencies:
                 cancelled.append(w)
             elif not waiting and HOLD not in w.metadata:       # a hold keeps it back (holds.py)
                 self.join_line(w, now)
-                self._event(now, "released", w, "; ".join(how))
+                self._event(now, "released", w, "; ".join(how) if len(how) <= SHOWN else
+                            f"all {len(how)} ended as asked ({'; '.join(how[:SHOWN])}; …)")
                 released.append(w)
         named = {split(entry)[0] for w in held.values() for entry in w.after}
         for wid in [wid for wid in ended if wid not in named]:
@@ -158,6 +185,8 @@ class Dependencies:
             d = self.state.workloads.get(wid)
             if d is not None and d.state not in TERMINAL:
                 parts.append(f"{wid} {CONDITIONS[cond]} (it is {d.state.replace('_', ' ')})")
+        if len(parts) > SHOWN:
+            parts = parts[:SHOWN] + [f"{len(parts) - SHOWN} more"]
         after = "runs after " + " and ".join(parts) if parts else ""
         if hold:
             return hold_words(hold, w.id) + (f"; then it {after}" if after else "")

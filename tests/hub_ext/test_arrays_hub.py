@@ -61,6 +61,13 @@ def test_the_api_answers_with_every_task_and_refuses_a_bad_array_whole(hub, subm
     assert [t["array"]["index"] for t in (hub.call("GET", f"/workloads/{wid}", hub.tokens["alice"]).json()
                                           for wid in w["tasks"])] == [1, 5, 9]
     assert w["id"] == w["tasks"][0] and w["array"] == {"id": w["id"], "index": 1, "size": 3, "limit": 0}
+    # Work after the whole array: held for every task; a cancelled task means it never runs.
+    after = json.loads(ok(cli(hub, "alice", "submit", *SMALL, "--after", f"{w['id']}[]", "--json")))
+    submitted.append(("alice", after["id"]))
+    assert after["state"] == "held" and after["after"] == [f"{t}:ok" for t in w["tasks"]], after
+    ok(cli(hub, "alice", "cancel", "--array", w["id"]))
+    gone = until(hub, "alice", after["id"], ("cancelled",))
+    assert gone["reason"].endswith("cancelled by alice, and this was to run after it finishes"), gone
 
     before = hub.call("GET", "/workloads?user=alice&limit=1000", hub.tokens["alice"]).json()["total"]
     line = one_line_error(cli(hub, "alice", "submit", *SMALL, "--array", "0-x"))

@@ -380,9 +380,15 @@ def test_a_job_array_runs_each_index_at_most_n_at_a_time(setup):
     m = re.search(r"<JobArray (w\d+): 4 tasks, at most 2 at a time>", out["result"])
     assert m, out
     first = m.group(1)
+    (work / "gather.py").write_text("import glob\nprint('gathered', len(glob.glob('task-*.txt')), flush=True)\n")
+    out2 = k.run("from labextension import jobs\ngather = jobs.submit('gather.py', gpus=0, after=sweep)\n"
+                 "print(gather.last['state'], gather.last['after'] == [t.id + ':ok' for t in sweep])")
+    assert out2["stdout"].split() == ["held", "True"], out2              # after every task (w…[])
     out2 = k.run("w = sweep.wait(timeout=90, every=0.5)\nprint(sorted(x['state'] for x in w), "
                  "sweep[2].logs()[-1])", timeout=120)
     assert out2["stdout"].strip() == "['finished', 'finished', 'finished', 'finished'] task 3", out2
+    out2 = k.run("print(gather.wait(timeout=60, every=0.5)['state'], gather.logs()[-1])", timeout=90)
+    assert out2["stdout"].strip() == "finished gathered 4", out2
     runs = []
     for index in (1, 2, 3, 4):
         array, count, start, end = written(work / f"task-{index}.txt").split()

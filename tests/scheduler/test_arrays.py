@@ -7,7 +7,7 @@ from scheduler import Scheduler
 from scheduler.arrays import MAX_TASKS, env, parse
 from scheduler.blockers import ARRAY_LIMIT
 from scheduler.errors import TooManyWaiting, ValidationError
-from scheduler.model import ADMITTED, AWAITING_APPROVAL, HELD, PENDING
+from scheduler.model import ADMITTED, AWAITING_APPROVAL, CANCELLED, HELD, PENDING
 from scheduler.store.sql import SqlStore
 
 from sched_helpers import cluster, job
@@ -138,3 +138,42 @@ def test_the_cap_holds_across_a_restart(store_url):
     s2.mark_finished(tasks[1].id, now=3)
     s2.cycle(now=4)
     assert [s2.get(t.id).state for t in tasks[2:]] == [ADMITTED, PENDING]
+
+
+def test_work_after_a_whole_array_waits_for_every_task():
+    s = cluster(nodes=1, gpus=8)
+    tasks = job(s, gpus=1, now=0, array="0-4")
+    report = job(s, gpus=1, now=1, after=[f"{tasks[0].id}[]"])
+    assert report.after == [f"{t.id}:ok" for t in tasks]                  # the array's tasks, by id
+    s.cycle(now=2)
+    reason = s.explain(report.id, now=2)["reason"]
+    assert reason == (f"runs after {tasks[0].id} finishes (it is admitted) and {tasks[1].id} finishes (it is "
+                      f"admitted) and {tasks[2].id} finishes (it is admitted) and 2 more")
+    for i, t in enumerate(tasks[:-1]):
+        s.mark_finished(t.id, now=3 + i)
+    s.cycle(now=10)
+    assert s.get(report.id).state == HELD                                  # the last task still runs
+    s.mark_finished(tasks[-1].id, now=11)
+    s.cycle(now=12)
+    assert s.get(report.id).state == ADMITTED
+    released = [e for e in s.events(workload_id=report.id) if e.kind == "released"]
+    assert released[0].reason.startswith(f"all 5 ended as asked ({tasks[0].id} finished; ")
+
+
+def test_a_failed_task_cancels_what_was_to_run_after_its_array_finished():
+    s = cluster(nodes=1, gpus=8)
+    tasks = job(s, gpus=1, now=0, array="0-2")
+    ok = job(s, gpus=1, now=1, after=[f"w{tasks[0].seq}[]"])                # w + digits, as parse writes it
+    anyway = job(s, gpus=1, now=1, after=[f"{tasks[0].id}[]:any"])
+    s.cycle(now=2)
+    s.mark_finished(tasks[1].id, now=3, exit_code=1)
+    s.cycle(now=4)
+    assert (s.get(ok.id).state, s.get(ok.id).reason) == (
+        CANCELLED, f"{tasks[1].id} failed: exit code 1, and this was to run after it finishes")
+    assert s.get(anyway.id).state == HELD
+    with pytest.raises(ValidationError, match=f"no job array {tasks[1].id} of ada's"):
+        job(s, gpus=1, now=5, after=[f"{tasks[1].id}[]"])                   # a task, not the array's first
+    with pytest.raises(ValidationError, match=f"no job array {tasks[0].id} of bob's"):
+        job(s, user="bob", gpus=1, now=5, after=[f"{tasks[0].id}[]"])
+    with pytest.raises(ValidationError, match=f"names {tasks[0].id} twice, with :ok and :any"):
+        job(s, gpus=1, now=5, after=[f"{tasks[0].id}[]", f"{tasks[0].id}:any"])

@@ -15,6 +15,7 @@ def test_after_is_parsed_into_ids_with_conditions():
     from scheduler.dependencies import parse
     assert parse(["w12", "13:any", " w0000014:failed "]) == ["w0000012:ok", "w0000013:any", "w0000014:failed"]
     assert parse(["w12", "w0000012"]) == ["w0000012:ok"]         # the same dependency twice is one
+    assert parse(["w12[]:any"]) == ["w0000012[]:any"]            # every task of job array w12 (test_arrays.py)
     assert parse(None) == []
     for bad, says in (("w12", "a list"), ([12], "a list"), (["x1"], "'x1' is not a workload id"),
                       (["w12:done"], "not a workload id"), (["w12", "w12:any"], "names w0000012 twice"),
