@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import time
 
-from traitlets import Float, Unicode
+from traitlets import Bool, Float, Unicode
 
 from .cli import UsageError
-from .cli_client import ClientCommand, gpus_of, human_duration, printable, table
+from .cli_client import ClientCommand, for_each_id, gpus_of, human_duration, printable, table
+from .cli_client_arrays import ARRAY_FLAG, name_of, task_ids
 
 _ADMIN_NOTE = " Needs the ComputeHub admin scope (custom:computehub:admin)."
 
@@ -241,28 +242,38 @@ class ApprovalsApp(ClientCommand):
             return
         now = time.time()
         rows = [[w["id"], w["user"], w["queue"], w["kind"], gpus_of(w), human_duration(now - w["submitted_at"]),
-                 w.get("name") or "-"] for w in data["approvals"]]
+                 name_of(w) or "-"] for w in data["approvals"]]
         print(table(rows, ["ID", "USER", "QUEUE", "KIND", "GPUS", "WAITING", "NAME"]))
 
 
 class ApproveApp(ClientCommand):
     name = "computehub approve"
     description = ("computehub approve ID: approve a workload that awaits approval; it joins its queue's "
-                   "line." + _ADMIN_NOTE)
-    examples = "\ncomputehub approve w0000042\n"
+                   "line. With --array, every task of that job array that awaits approval." + _ADMIN_NOTE)
+    examples = "\ncomputehub approve w0000042\ncomputehub approve --array w0000050\n"
     positional, usage_args = 1, "a workload id"
     reason = Unicode("", help="Why (text, recorded in the audit log).").tag(config=True)
+    array = Bool(False, help=ARRAY_FLAG).tag(config=True)
     aliases = {**ClientCommand.aliases, "reason": "ApproveApp.reason"}
+    flags = {**ClientCommand.flags, "array": ({"ApproveApp": {"array": True}}, ARRAY_FLAG)}
     approve = True
 
     def run(self, wid):
         if not self.approve and not self.reason.strip():
             raise UsageError("say why with --reason TEXT: the user sees it")
-        w = self.client().decide(wid, self.approve, self.reason)
+        ch = self.client()
+        if self.array:
+            ids = task_ids(ch, [wid], lambda w: w["state"] == "awaiting_approval", "awaiting approval")
+            return for_each_id(ids, lambda i: ch.decide(i, self.approve, self.reason), self._line)
+        w = ch.decide(wid, self.approve, self.reason)
         if self.json:
             self.emit(w)
         else:
-            print(f"{w['id']}  {w['state']}" + (f"  ({printable(w['reason'])})" if w.get("reason") else ""))
+            print(self._line(w))
+
+    @staticmethod
+    def _line(w: dict) -> str:
+        return f"{w['id']}  {w['state']}" + (f"  ({printable(w['reason'])})" if w.get("reason") else "")
 
 
 class RejectApp(ApproveApp):
@@ -271,4 +282,5 @@ class RejectApp(ApproveApp):
                    "reason is required and shown to the user." + _ADMIN_NOTE)
     examples = '\ncomputehub reject w0000042 --reason "8 GPUs for a week: split it into shorter runs"\n'
     aliases = {**ClientCommand.aliases, "reason": "RejectApp.reason"}
+    flags = {**ClientCommand.flags, "array": ({"RejectApp": {"array": True}}, ARRAY_FLAG)}
     approve = False

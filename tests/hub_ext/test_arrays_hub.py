@@ -85,3 +85,18 @@ def test_the_api_answers_with_every_task_and_refuses_a_bad_array_whole(hub, subm
     assert after == before                                           # nothing of the refused ones
     line = one_line_error(cli(hub, "alice", "cancel", "--array", "w9999999"))
     assert "w9999999 names no job array you may see" in line, line
+
+
+def test_an_admin_approves_or_rejects_an_arrays_tasks_at_once(hub, submitted):  # noqa: F811
+    big = ("--gpus", "4", "--workers", "2", "--time", "1h")       # above vision's approval threshold for carol
+    w = json.loads(ok(cli(hub, "carol", "submit", *big, "--array", "0-2", "--name", "big", "--json")))
+    submitted.extend(("carol", t) for t in w["tasks"])
+    assert w["state"] == "awaiting_approval"
+    listing = ok(cli(hub, "ada", "approvals"))
+    assert f"big {w['id']}[2]" in listing, listing
+    line = one_line_error(cli(hub, "ada", "reject", "--array", w["id"]))
+    assert "--reason" in line
+    out = ok(cli(hub, "ada", "reject", "--array", w["id"], "--reason", "one at a time, please")).splitlines()
+    assert [x.split()[:2] for x in out] == [[t, "rejected"] for t in w["tasks"]], out
+    line = one_line_error(cli(hub, "ada", "approve", "--array", w["id"]))        # nothing left to decide
+    assert f"{w['id']} names no job array you may see with tasks awaiting approval" in line, line
