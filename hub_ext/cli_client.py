@@ -18,7 +18,7 @@ from datetime import datetime
 from traitlets import Bool, Enum, Int, Unicode
 
 from .cli import Command, UsageError
-from .cli_client_arrays import ARRAY_FLAG, array_words, cancel_hint, name_of, task_ids
+from .cli_client_arrays import ARRAY_FLAG, array_words, cancel_hint, collapse, name_of, task_ids
 from .client import ComputeHubClient, ComputeHubError
 
 KINDS = ("training", "batch", "inference", "notebook")
@@ -256,7 +256,8 @@ computehub queue --json
         ch = self.client()
         user = None if self.all else ch.me()["name"]
         listing = ch.list(user=user, queue=self.queue or None, limit=10_000)
-        items = listing["workloads"]
+        # A job array's waiting tasks are one row in the table (squeue's way); the JSON has each.
+        items = listing["workloads"] if self.json else collapse(listing["workloads"])
         explain_pending(ch, items)
         if self.json:
             return self.emit(listing)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from .cli import UsageError
 
-LIVE = ("held", "pending", "awaiting_approval", "admitted", "running", "preempting", "cancelling", "reclaiming")
+WAITING = ("held", "pending", "awaiting_approval")
+LIVE = (*WAITING, "admitted", "running", "preempting", "cancelling", "reclaiming")
 ARRAY_FLAG = "The ids name job arrays (the id of an array's first task): act on each of its tasks."
 
 
@@ -23,9 +24,43 @@ def cancel_hint(w: dict) -> str:
 
 
 def name_of(w: dict) -> str:
-    """A workload's name, and for an array's task the array and its index: ``sweep w0000012[3]``."""
+    """A workload's name, and for an array's task the array and its index: ``sweep w0000012[3]``
+    (a row standing for several waiting tasks, ``collapse``: their indexes, ``[5-19]``)."""
     a = w.get("array")
-    return f"{w.get('name') or ''} {a['id']}[{a['index']}]".strip() if a else (w.get("name") or "")
+    if not a:
+        return w.get("name") or ""
+    return f"{w.get('name') or ''} {a['id']}[{compact(w.get('waiting_indexes') or [a['index']])}]".strip()
+
+
+def compact(indexes: list[int]) -> str:
+    """``0-3,7,9-11``: runs of consecutive indexes as ranges."""
+    out, start = [], None
+    for i, x in enumerate(indexes):
+        if start is None:
+            start = x
+        if i + 1 == len(indexes) or indexes[i + 1] != x + 1:
+            out.append(str(start) if start == x else f"{start}-{x}")
+            start = None
+    return ",".join(out)
+
+
+def collapse(items: list[dict]) -> list[dict]:
+    """Each job array's waiting tasks of one state as one row, as squeue shows pending array tasks:
+    the first of them (its position, ETA and reason) with ``waiting_indexes`` and
+    ``waiting_tasks`` (every one's index and id); the rest as they are, in order."""
+    out, rows = [], {}
+    for w in items:
+        a = w.get("array")
+        if not a or w["state"] not in WAITING:
+            out.append(w)
+            continue
+        row = rows.get((a["id"], w["state"]))
+        if row is None:
+            row = rows[(a["id"], w["state"])] = dict(w, waiting_indexes=[], waiting_tasks=[])
+            out.append(row)
+        row["waiting_indexes"].append(a["index"])
+        row["waiting_tasks"].append(w["id"])
+    return out
 
 
 def task_ids(ch, arrays, keep=lambda w: True, what: str = "that are still live") -> list[str]:

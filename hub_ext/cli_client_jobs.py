@@ -18,7 +18,7 @@ from traitlets import Bool, Int, Unicode
 from .cli import UsageError
 from .cli_client import (ClientCommand, SubmitApp, explain_pending, gpus_of, human_duration, parse_when,
                          printable, table)
-from .cli_client_arrays import LIVE, array_summary, array_words, cancel_hint, name_of
+from .cli_client_arrays import LIVE, array_summary, array_words, cancel_hint, collapse, name_of
 from .client import ComputeHubClient, ComputeHubError
 from .log_follow import ended_line, follow
 
@@ -145,6 +145,8 @@ class JobsApp(ClientCommand):
         else:
             answer = ch.list(user=me, kind=JOB_KINDS, limit=10_000)
             items, total = answer["workloads"], answer["total"]
+        if not (self.json or self.array):       # a job array's waiting tasks: one row (squeue's way)
+            items = collapse(items)
         explain_pending(ch, items)
         if self.json:
             return self.emit(items)

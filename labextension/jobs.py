@@ -176,8 +176,13 @@ class Client:
                                  "cancelling", "reclaiming", *TERMINAL],
                           order="newest", limit=limit)
         items = self.request("GET", "workloads", params=params)["workloads"]
-        # Why a waiting one waits (and its position, ETA): only GET workloads/{id} says.
-        for w in [w for w in items if w["state"] in ("pending", "held")][:EXPLAIN_AT_MOST]:
+        # Why a waiting one waits (and its position, ETA): only GET workloads/{id} says. Of a job
+        # array's waiting tasks only the first is asked (%jobs shows them as one row).
+        first = {}
+        for w in items:
+            if w["state"] in ("pending", "held"):
+                first.setdefault(((w.get("array") or {}).get("id") or w["id"], w["state"]), w)
+        for w in list(first.values())[:EXPLAIN_AT_MOST]:
             try:
                 w["explanation"] = self.request("GET", f"workloads/{urllib.parse.quote(w['id'], safe='')}")\
                     .get("explanation")

@@ -19,6 +19,7 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
+from hub_ext.cli_client_arrays import collapse, name_of
 from hub_ext.log_follow import ended_line, follow
 
 from . import jobs as J
@@ -231,12 +232,10 @@ class ComputeHubMagics(Magics):
             print("no jobs" + ("" if args.all else " running or waiting (%jobs --all includes ended ones)"))
             return None
         rows = [("ID", "NAME", "KIND", "STATE", "POS", "REASON")]
-        for w in items:
+        for w in collapse(items):           # a job array's waiting tasks: one row
             pos = f"{w['position_in_queue']} in {w['queue']}" if w.get("position_in_queue") else ""
             reason = (w.get("explanation") or {}).get("reason") or w.get("reason") or ""
-            a = w.get("array")
-            name = f"{w.get('name') or ''} {a['id']}[{a['index']}]".strip() if a else w.get("name")
-            rows.append((w["id"], name or "-", w["kind"], w["state"], pos or "-",
+            rows.append((w["id"], name_of(w) or "-", w["kind"], w["state"], pos or "-",
                          reason.splitlines()[0][:100] if reason else ""))
         widths = [max(len(r[i]) for r in rows) for i in range(5)]
         print("\n".join("  ".join(c.ljust(n) for c, n in zip(r[:5], widths)) + "  " + r[5] for r in rows))

@@ -6,7 +6,8 @@
  * touches a line only when its words change, so a screen reader reads just that line.
  */
 
-import { PENDING_STATES, Workload, reasonText, stateWords, workloadName } from './model';
+import { workloadName } from './arrays';
+import { PENDING_STATES, Workload, reasonText, stateWords } from './model';
 
 const QUIET_STATES = ['admitted', 'running']; // their reason adds nothing a listener needs
 

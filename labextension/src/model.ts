@@ -32,6 +32,9 @@ export interface Workload {
   metadata?: { [key: string]: any };
   /** Its place in a job array: the array's id (its first task's), the task's index, how many tasks, the cap. */
   array?: { id: string; index: number; size: number; limit: number } | null;
+  /** On a row standing for several waiting tasks of one array (collapseArrays): each one's id and index. */
+  waiting_tasks?: string[];
+  waiting_indexes?: number[];
   explanation?: {
     position?: number;
     position_in_queue?: number;
@@ -185,14 +188,6 @@ export function gigabytes(bytes: number | null | undefined): string {
 }
 
 /** "NVIDIA A100-SXM4-80GB" → "A100"; "Tesla V100-PCIE-16GB" → "V100"; "NVIDIA H100 80GB HBM3" → "H100". */
-/** How a workload is named to a person: its name, and for a job array's task the array and index ("sweep w0000012[3]"). */
-export function workloadName(w: Workload): string {
-  if (w.array) {
-    return `${w.name ? `${w.name} ` : ''}${w.array.id}[${w.array.index}]`;
-  }
-  return w.name || w.id;
-}
-
 export function shortModel(name: string): string {
   let rest = name.trim();
   while (/^(NVIDIA|Tesla|GeForce|Quadro)\s+/i.test(rest)) {

@@ -30,9 +30,9 @@ import {
   reasonText,
   sparklinePoints,
   stateWords,
-  workloadName,
   LIVE_STATES
 } from './model';
+import { collapseArrays, taskIds, workloadName } from './arrays';
 import { queueSection } from './queues';
 import { ComputeHubStore } from './store';
 
@@ -147,7 +147,7 @@ export class ComputeHubPanel extends Widget {
     }
     this.content.replaceChildren(root);
     const report = this.store.report;
-    this.announcer.update(announcements(report?.workloads || [], this.problem()));
+    this.announcer.update(announcements(collapseArrays(report?.workloads || []), this.problem()));
     if (key) {
       const again = this.content.querySelector<HTMLElement>(`[data-focus-key="${CSS.escape(key)}"]`);
       // The control is gone (its job ended): the focus goes to its section, not to the page.
@@ -229,7 +229,8 @@ export class ComputeHubPanel extends Widget {
     if (!report.workloads.length) {
       sec.appendChild(el('div', 'jp-ComputeHub-muted', 'Nothing queued or running.'));
     }
-    for (const w of report.workloads) {
+    for (const w of collapseArrays(report.workloads)) {
+      // A job array's waiting tasks are one row; its buttons act on each of them.
       sec.appendChild(this.workload(w, w.id === report.this_workload));
     }
     return sec;
@@ -299,7 +300,7 @@ export class ComputeHubPanel extends Widget {
       const b = el('button', `jp-ComputeHub-button jp-ComputeHub-${hold}`, label);
       b.setAttribute('aria-label', `${label} ${workloadName(w)}`);
       b.dataset.focusKey = `${hold}:${w.id}`;
-      b.onclick = () => void this.perform(hold, w, () => holdOrRelease(w.id, hold));
+      b.onclick = () => void this.perform(hold, w, () => eachTask(w, id => holdOrRelease(id, hold)));
       bar.appendChild(b);
     }
     if (w.kind !== 'notebook') {
@@ -328,7 +329,7 @@ export class ComputeHubPanel extends Widget {
       return;
     }
     this.armed = '';
-    await this.perform('cancel', w, () => cancelWorkload(w.id));
+    await this.perform('cancel', w, () => eachTask(w, cancelWorkload));
   }
 
   /** Do something to a workload, say why if it failed, and show what it changed. */
@@ -355,5 +356,12 @@ export class ComputeHubPanel extends Widget {
     }
     this.focusAfterRender = 'logs-text'; // the logs open where the keyboard is
     this.render();
+  }
+}
+
+/** ``act`` on each workload a row stands for, one after the other (the first failure stops it). */
+async function eachTask(w: Workload, act: (id: string) => Promise<unknown>): Promise<void> {
+  for (const id of taskIds(w)) {
+    await act(id);
   }
 }

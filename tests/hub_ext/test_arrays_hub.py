@@ -27,8 +27,15 @@ def test_an_array_is_submitted_capped_listed_held_and_cancelled_as_one(hub, subm
     assert (w["state"], w["array"]) == ("pending", {"id": first, "index": 3, "size": 4, "limit": 2})
     said = f"array {first} runs at most 2 tasks at a time and 2 are running; it starts when one of them ends"
     assert w["explanation"]["reason"] == said
+    # The waiting tasks are one row (squeue's way), the running ones one each; --json has each.
     rows = {r.split()[0]: r for r in ok(cli(hub, "alice", "queue")).splitlines()[1:]}
-    assert f"sweep {first}[2]" in rows[ids[2]] and rows[ids[2]].endswith(said), rows[ids[2]]
+    assert set(rows) >= {ids[0], ids[1], ids[2]} and ids[3] not in rows, rows
+    assert f"sweep {first}[2-3]" in rows[ids[2]] and rows[ids[2]].endswith(said), rows[ids[2]]
+    assert f"sweep {first}[0]" in rows[ids[0]] and " admitted " in rows[ids[0]], rows[ids[0]]
+    listed = json.loads(ok(cli(hub, "alice", "queue", "--json")))["workloads"]
+    assert {w["id"] for w in listed} >= set(ids)
+    rows = {r.split()[0]: r for r in ok(cli(hub, "alice", "jobs")).splitlines()[1:]}
+    assert f"sweep {first}[2-3]" in rows[ids[2]] and ids[3] not in rows, rows
 
     listing = ok(cli(hub, "alice", "jobs", "--array", first))
     assert listing.splitlines()[-1] == f"array {first}: 4 tasks: 2 admitted, 2 pending", listing

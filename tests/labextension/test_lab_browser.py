@@ -242,15 +242,21 @@ def test_status_bar_and_panel_follow_a_queued_job_to_running(labhub, browser, tm
         row.locator(".jp-ComputeHub-release").click()
         sync_api.expect(row).to_have_attribute("data-state", "pending", timeout=30_000)
         sync_api.expect(row.locator(".jp-ComputeHub-hold")).to_be_visible()
-        # A job array's tasks (held, so they take no GPU) are named by the array and their index.
+        # A job array's waiting tasks (held, so they take no GPU) are one row, named by the array and
+        # their indexes; its Release releases each.
         r = hub.call("POST", "/workloads", hub.tokens["alice"], json={
             "name": "sweep", "kind": "batch", "resources": {"gpu": 1}, "array": "4-5", "hold": True})
         assert r.status_code == 201, r.text
         tasks = r.json()["tasks"]
-        task = page.locator(f".jp-ComputeHub-workload[data-workload-id='{tasks[1]}']")
-        sync_api.expect(task.locator(".jp-ComputeHub-name")).to_contain_text(f"sweep {tasks[0]}[5]", timeout=30_000)
-        sync_api.expect(task.locator(".jp-ComputeHub-release")).to_have_attribute("aria-label",
-                                                                                    f"Release sweep {tasks[0]}[5]")
+        task = page.locator(f".jp-ComputeHub-workload[data-workload-id='{tasks[0]}']")
+        sync_api.expect(task.locator(".jp-ComputeHub-name")).to_contain_text(f"sweep {tasks[0]}[4-5]",
+                                                                              timeout=30_000)
+        sync_api.expect(page.locator(f".jp-ComputeHub-workload[data-workload-id='{tasks[1]}']")).to_have_count(0)
+        release = task.locator(".jp-ComputeHub-release")
+        sync_api.expect(release).to_have_attribute("aria-label", f"Release sweep {tasks[0]}[4-5]")
+        release.click()
+        sync_api.expect(task).to_have_attribute("data-state", "pending", timeout=30_000)
+        assert [workload(hub, t)["state"] for t in tasks] == ["pending", "pending"]
         for t in tasks:
             assert hub.call("DELETE", f"/workloads/{t}", hub.tokens["alice"]).status_code == 200
 

@@ -19,8 +19,7 @@ import {
   shortModel,
   sparklinePoints,
   statusText,
-  waiting,
-  workloadName
+  waiting
 } from '../model';
 
 const GiB = 2 ** 30;
@@ -131,16 +130,6 @@ describe('formatting', () => {
     expect(cancellable(wl({ state: 'cancelling' }))).toBe(false);
     expect(cancellable(wl({ state: 'preempting' }))).toBe(true);
     expect(cancellable(wl({ state: 'reclaiming' }))).toBe(false);
-  });
-});
-
-describe('names', () => {
-  it("names an array's task by its array and index, other work by its name or id", () => {
-    const array = { id: 'w0000012', index: 3, size: 10, limit: 2 };
-    expect(workloadName(wl({ array }))).toBe('train w0000012[3]');
-    expect(workloadName(wl({ array, name: '' }))).toBe('w0000012[3]');
-    expect(workloadName(wl({ array: null }))).toBe('train');
-    expect(workloadName(wl({ name: '' }))).toBe('w1');
   });
 });
 
