@@ -2,7 +2,8 @@
 
 Each worker is one process in its own session and process group, with
 ``CUDA_VISIBLE_DEVICES`` from its placement, its output appended to
-``<logs_dir>/<workload id>.log``. Multi-worker jobs get ``RANK``, ``WORLD_SIZE``,
+``<logs_dir>/<workload id>.log`` (a gang's through a file per worker, each line marked with
+its worker: ``local_logs``); who it runs as and where: ``local_accounts``. Multi-worker jobs get ``RANK``, ``WORLD_SIZE``,
 ``LOCAL_RANK``, ``MASTER_ADDR=127.0.0.1`` and one free ``MASTER_PORT``; inference
 replicas get ``PORT``. Stopping sends SIGTERM to every worker's group, waits the
 grace period, then SIGKILLs what is left (``local_runs``: also what a job left running after
@@ -15,10 +16,8 @@ demo mode, no isolation between users (``allow_launcher_user``). See docs/launch
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import pwd
 import subprocess
 import time
 
@@ -29,17 +28,14 @@ from scheduler import arrays
 from .checkpoints import newest_save
 from .launch_base import CHECKPOINT_ENV, REPORT_TOKEN_ENV, Ended, LaunchError, LauncherBackend, gpus_of, job_of
 from .launcher_settings import LocalLauncherChecks
+from .local_accounts import LocalAccounts
 from .local_endpoints import answers_http, group_listens
 from .local_failures import WRAPPER, disk_full, exit_reason, start_error
+from .local_logs import WorkerLogs
 from .local_runs import Run, Worker, kill_remnants, kill_run, leftovers, save_record
 from .process_groups import child_subreaper, free_port, start_time
 
-# Run as the job's OS account: its folders, no exit codes of an earlier run, the script from stdin.
-PREPARE = ('umask 022; mkdir -p -- "$1" "$2" || exit 1; rm -f -- "$1"/exit.* || exit 1; '
-           'if [ -n "$3" ]; then cat > "$3" || exit 1; fi')
-
-
-class LocalLauncher(LocalLauncherChecks, LauncherBackend):
+class LocalLauncher(LocalAccounts, WorkerLogs, LocalLauncherChecks, LauncherBackend):
     """Runs workloads as local processes (``make demo``, single machines)."""
 
     allowed_roots = List(Unicode(), config=True, help="""Folders a job may run in besides the user's
@@ -96,88 +92,6 @@ class LocalLauncher(LocalLauncherChecks, LauncherBackend):
     def __init__(self, **kw):
         super().__init__(**kw)
         self._runs: dict[str, Run] = {}
-
-    # --- who, where -----------------------------------------------------------------
-
-    def identity(self, user: str) -> pwd.struct_passwd | None:
-        """The OS account to run as, or None for the launcher's own user (demo mode)."""
-        if os.getuid() == 0 and self.run_as_os_user:
-            try:
-                pw = pwd.getpwnam(user)
-            except KeyError:
-                pw = None
-            if pw is not None:
-                if not self.min_uid <= pw.pw_uid <= self.max_uid:
-                    raise LaunchError(f"user {user!r} maps to a system account (uid {pw.pw_uid}, outside "
-                                      f"{self.min_uid}-{self.max_uid}); jobs do not run as such accounts")
-                return pw
-        if not self.allow_launcher_user:
-            why = "has no OS account on this machine" if self.run_as_os_user or os.getuid() != 0 else \
-                "is not mapped to an OS account (run_as_os_user is off)"
-            raise LaunchError(f"user {user!r} {why} and jobs may not run as the launcher's user "
-                              f"({'root' if os.getuid() == 0 else 'uid %d' % os.getuid()}) here")
-        return None
-
-    def home_of(self, user: str, pw) -> str:
-        if pw is not None:
-            return pw.pw_dir
-        return self.home_template.format(username=user) if self.home_template else ""
-
-    def check_workdir(self, user: str, workdir: str, home: str, pw=None) -> str:
-        """The real working directory, if it lies in the user's home or an allowed root."""
-        roots = [r.format(username=user) for r in self.allowed_roots] + ([home] if home else [])
-        if not workdir:
-            if not home:
-                raise LaunchError("no working directory given and the user has no home here")
-            workdir = home
-            if pw is None:                       # a demo home (home_template) is made on first use
-                os.makedirs(workdir, exist_ok=True)
-        real = os.path.realpath(workdir)
-        for root in roots:
-            r = os.path.realpath(root)
-            if real == r or real.startswith(r.rstrip("/") + "/"):
-                break
-        else:
-            where = ", ".join(dict.fromkeys(roots)) or "nowhere (no home, no LocalLauncher.allowed_roots)"
-            raise LaunchError(f"working directory {workdir} is outside the folders jobs may run in: {where}")
-        if not os.path.isdir(real):
-            raise LaunchError(f"working directory {workdir} does not exist")
-        return real
-
-    async def _prepare(self, pw, run_dir: str, ckpt: str, script: str | None, text: str | None) -> None:
-        """Make the job's run and checkpoint folders, clear exit codes of an earlier run and write
-        the %%submit cell's script. For a job of an OS account this runs *as that account*: the
-        folders lie in the user's home, and a root launcher that followed a link planted there
-        would write where the user may not (a script "saved" over /etc/passwd)."""
-        if pw is None:                   # the launcher's own user: no one to trick
-            try:
-                for d in (run_dir, ckpt):
-                    os.makedirs(d, 0o755, exist_ok=True)
-                for name in os.listdir(run_dir):
-                    if name.startswith("exit."):
-                        os.unlink(os.path.join(run_dir, name))    # from a run before a preemption
-                if script is not None:
-                    with open(script, "w") as f:
-                        f.write(text)
-            except OSError as e:
-                raise LaunchError(start_error(e, "could not prepare the job's folders")) from None
-            return
-        proc = await asyncio.create_subprocess_exec(
-            "/bin/sh", "-c", PREPARE, "computehub-prepare", run_dir, ckpt, script or "",
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-            cwd="/", env={"PATH": "/usr/bin:/bin"}, user=pw.pw_uid, group=pw.pw_gid,
-            extra_groups=os.getgrouplist(pw.pw_name, pw.pw_gid), start_new_session=True)
-        try:
-            _, err = await asyncio.wait_for(proc.communicate((text or "").encode()), 30)
-        except asyncio.TimeoutError:
-            proc.kill()
-            raise LaunchError(f"preparing the job's folders as {pw.pw_name} took over 30 s") from None
-        if proc.returncode:
-            why = err.decode(errors="replace").strip().splitlines()
-            why = why[-1] if why else "exit code %d" % proc.returncode
-            if "No space left" in why or "Disk quota" in why:
-                why += " (the disk is full: an operator must free space)"
-            raise LaunchError(f"could not prepare the job's folders as {pw.pw_name}: {why}")
 
     # --- the backend interface ---------------------------------------------------------
 
@@ -248,9 +162,12 @@ class LocalLauncher(LocalLauncherChecks, LauncherBackend):
                 if pw is not None:
                     kw = dict(user=pw.pw_uid, group=pw.pw_gid,
                               extra_groups=os.getgrouplist(pw.pw_name, pw.pw_gid))
+                out = log
                 try:
+                    if n > 1:        # a file of its own, merged into the log with its rank (local_logs.py)
+                        out = os.open(self.worker_log(wid, rank), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
                     proc = subprocess.Popen(["/bin/sh", "-c", WRAPPER, "computehub-job"] + cmd, cwd=workdir,
-                                            env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                            env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                                             start_new_session=True, close_fds=True,
                                             preexec_fn=child_subreaper if self.find_escaped else None, **kw)
                 except OSError as e:
@@ -258,6 +175,9 @@ class LocalLauncher(LocalLauncherChecks, LauncherBackend):
                         raise LaunchError(f"could not enter its working directory {workdir}: "
                                           f"{e.strerror or e}") from None
                     raise LaunchError(start_error(e, f"could not start worker {rank}")) from None
+                finally:
+                    if out != log:
+                        os.close(out)
                 run.workers.append(Worker(rank, proc.pid, start_time(proc.pid), exit_file, port, proc))
             try:
                 save_record(self._record(wid), run)
@@ -272,6 +192,12 @@ class LocalLauncher(LocalLauncherChecks, LauncherBackend):
         gpus = "; ".join(",".join(map(str, gpus_of(workload, r))) or "-" for r in range(n))
         return {"node": run.node or "local", "message": f"{n} worker(s) on {run.node or 'this machine'}, GPUs {gpus}"}
 
+    def _merge(self, workload: dict, run: Run, final: bool = False) -> None:
+        """A gang's output so far (``final``: all of it) into the workload's log (local_logs.py)."""
+        if len(run.workers) > 1:
+            label = "replica" if workload.get("kind") == "inference" else "worker"
+            self.merge_worker_logs(workload, len(run.workers), label, final)
+
     def _who(self, workload: dict, run: Run, w: Worker) -> str:
         if workload.get("kind") == "inference":
             return f"replica {w.rank}" if len(run.workers) > 1 else "the service"
@@ -283,6 +209,7 @@ class LocalLauncher(LocalLauncherChecks, LauncherBackend):
         if run is None:
             return Ended(1, "the launcher does not know this workload's processes",
                          self.last_lines(workload))
+        self._merge(workload, run)
         codes = [w.returncode() for w in run.workers]
         bad = sorted(((w, c) for w, c in zip(run.workers, codes) if c not in (None, 0)),
                      key=lambda wc: (wc[0].ended_at(), wc[0].rank))
@@ -295,6 +222,7 @@ class LocalLauncher(LocalLauncherChecks, LauncherBackend):
         if bad or left:
             await kill_run(run, 5.0)                # one worker failed: the gang stops; and what it left
         full = bool(bad) and disk_full(self.logs_dir)
+        self._merge(workload, run, final=True)
         self._forget(wid)
         if bad:
             w, code = bad[0]
@@ -328,6 +256,7 @@ class LocalLauncher(LocalLauncherChecks, LauncherBackend):
         ports = ", ".join(str(w.port) for w in run.workers if w.port) or "?"
         self._note(workload, f"no answer on port {ports} within {self.ready_timeout:g} s; stopping it")
         await kill_run(run, 5.0)
+        self._merge(workload, run, final=True)
         self._forget(workload["id"])
         return Ended(1, f"the service did not answer HTTP on port {ports} within {self.ready_timeout:g} s "
                         f"(LocalLauncher.ready_timeout): does it listen on $PORT, at {self.host}?",
@@ -338,6 +267,7 @@ class LocalLauncher(LocalLauncherChecks, LauncherBackend):
         if run is None:
             return None
         killed = await kill_run(run, grace_seconds)
+        self._merge(workload, run, final=True)
         self._forget(workload["id"])
         if killed:
             reason = f"it did not exit within the {grace_seconds:g} s grace after SIGTERM: killed (SIGKILL)"

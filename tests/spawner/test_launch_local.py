@@ -118,7 +118,7 @@ def test_a_failing_worker_stops_the_gang_and_reports_its_code_and_last_lines(roo
     t0 = time.monotonic()
     ended = run(go())
     assert ended.exit_code == 2 and ended.reason == "worker 1 exited with code 2; the other workers were stopped", ended
-    assert "rank 1 gives up" in ended.last_lines
+    assert "[worker 1] rank 1 gives up" in ended.last_lines          # marked with its worker (local_logs.py)
     assert time.monotonic() - t0 < 50                                      # rank 0 did not sleep its minute
     pid = int((root / "rank0.pid").read_text())
     assert not alive(pid) and not group_alive(pid)
