@@ -77,33 +77,52 @@ def bundle(head: str, detail: str) -> dict:
     return {"text/plain": text, "text/html": f"<div class='computehub-job'>{body}</div>"}
 
 
-class Follower(threading.Thread):
+class _Watcher(threading.Thread):
+    """What the displays share: a look every ``every`` seconds until ``stopped``; after
+    ``GIVE_UP`` failed looks in a row the display says so, and the watcher stops."""
+
+    GIVE_UP = 30
+
+    def __init__(self, what: str, display_id: str, every: float):
+        super().__init__(daemon=True, name=f"computehub-{what}")
+        self.what, self.display_id, self.every = what, display_id, every
+        self.stopped = threading.Event()
+        self._errors = 0
+
+    def look(self, fetch):
+        """``fetch()``, or None when it failed (then wait a turn, or give up)."""
+        try:
+            out = fetch()
+            self._errors = 0
+            return out
+        except J.JobError as e:
+            self._errors += 1
+            if self._errors >= self.GIVE_UP:
+                update_display(bundle(f"{self.what}: lost track of it: {e}", ""), raw=True,
+                               display_id=self.display_id)
+                self.stopped.set()
+            else:
+                self.stopped.wait(self.every)
+            return None
+
+
+class Follower(_Watcher):
     """Keeps one job's display up to date without blocking the kernel."""
 
     def __init__(self, job: J.Job, display_id: str, every: float = POLL):
-        super().__init__(daemon=True, name=f"computehub-{job.id}")
-        self.job, self.display_id, self.every = job, display_id, every
+        super().__init__(job.id, display_id, every)
+        self.job = job
         self.states: list[str] = []
-        self.stopped = threading.Event()
 
     def run(self):
         last = None
-        errors = 0
         # The output's last lines while it runs, read by offset: a long log costs only what is new.
         output = LogFollower(lambda params: self.job.client.log_piece(self.job.id, params))
         tail: collections.deque[str] = collections.deque(maxlen=TAIL_SHOWN)
         reading = False
         while not self.stopped.is_set():
-            try:
-                w = self.job.status()
-                errors = 0
-            except J.JobError as e:
-                errors += 1
-                if errors >= 30:
-                    update_display(bundle(f"{self.job.id}: lost track of it: {e}", ""), raw=True,
-                                   display_id=self.display_id)
-                    return
-                self.stopped.wait(self.every)
+            w = self.look(self.job.status)
+            if w is None:
                 continue
             if w["state"] == "failed":
                 lines = self.job.logs(20)
@@ -140,28 +159,18 @@ def describe_array(first: dict, tasks: list[dict]) -> tuple[str, str]:
     return f"{name}: {len(tasks)} tasks{cap} — {states}", "\n".join(failed[:10])
 
 
-class ArrayFollower(threading.Thread):
+class ArrayFollower(_Watcher):
     """Keeps a job array's display (``describe_array``) up to date until every task has ended."""
 
     def __init__(self, array, display_id: str, every: float = POLL):
-        super().__init__(daemon=True, name=f"computehub-{array.id}")
-        self.array, self.display_id, self.every = array, display_id, every
+        super().__init__(f"array {array.id}", display_id, every)
+        self.array = array
         self.shown: list[tuple[str, str]] = []
-        self.stopped = threading.Event()
 
     def run(self):
-        errors = 0
         while not self.stopped.is_set():
-            try:
-                tasks = self.array.tasks()
-                errors = 0
-            except J.JobError as e:
-                errors += 1
-                if errors >= 30:
-                    update_display(bundle(f"array {self.array.id}: lost track of it: {e}", ""), raw=True,
-                                   display_id=self.display_id)
-                    return
-                self.stopped.wait(self.every)
+            tasks = self.look(self.array.tasks)
+            if tasks is None:
                 continue
             shown = describe_array(self.array.last, tasks)
             if not self.shown or shown != self.shown[-1]:

@@ -22,6 +22,15 @@ TALKER = ("import os, sys, time\n"
           "sys.stdout.write(f'rank {r} no newline'); sys.stdout.flush()\n")
 
 
+async def until_started(lch, w, root) -> None:
+    """Until both workers have written their steps (the launcher looking at the job meanwhile)."""
+    deadline = time.monotonic() + 30
+    while not all(os.path.exists(root / f"started-{r}") for r in (0, 1)):
+        assert time.monotonic() < deadline
+        assert await lch.poll(w) is None
+        await asyncio.sleep(0.1)
+
+
 def log_lines(lch, w) -> list[str]:
     with open(lch.log_path(w)) as f:
         return [line for line in f.read().splitlines() if not line.startswith("[computehub]")]
@@ -33,11 +42,7 @@ def test_each_workers_lines_reach_the_log_while_it_runs_marked_once_and_in_order
 
     async def go():
         await lch.start(w)
-        deadline = time.monotonic() + 30
-        while not all(os.path.exists(root / f"started-{r}") for r in (0, 1)):
-            assert time.monotonic() < deadline
-            assert await lch.poll(w) is None
-            await asyncio.sleep(0.1)
+        await until_started(lch, w, root)
         assert await lch.poll(w) is None
         running = log_lines(lch, w)                     # while it runs: whole lines, each marked
         (root / "go").touch()
@@ -59,11 +64,7 @@ def test_a_restarted_launcher_goes_on_where_the_last_one_stopped(root):  # noqa:
 
     async def go():
         await first.start(w)
-        deadline = time.monotonic() + 30
-        while not all(os.path.exists(root / f"started-{r}") for r in (0, 1)):
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.1)
-        assert await first.poll(w) is None                # read once by the first launcher ...
+        await until_started(first, w, root)               # read by the first launcher ...
         second = launcher(root)                           # ... which goes away; another adopts the job
         assert await second.adopt(w)
         assert await second.poll(w) is None
