@@ -99,12 +99,13 @@ class ComputeHubSide:
     def cpu(self) -> dict[str, float]:
         return {k: cpu_seconds(p) for k, p in self.pids().items()}
 
-    async def _submit(self, n: int, submitters: int, gpu: bool, tag: str) -> tuple[float, float, int]:
+    async def _submit(self, n: int, submitters: int, gpu: bool, tag: str,
+                      array: bool = False) -> tuple[float, float, int]:
         import aiohttp
         tokens = [self.hub.make_token(u) for u in (["alice", "bob", "lin", "alice"] * submitters)[:submitters]]
         url = self.hub.api + "/workloads"
         res = {"cpu": 1, "gpu": 1} if gpu else {"cpu": 1}
-        counter = iter(range(n))
+        counter = iter(range(1 if array else n))     # an array: one submission of n tasks
         errors = 0
 
         async def client(token: str):
@@ -113,6 +114,8 @@ class ComputeHubSide:
                 for i in counter:
                     body = {"kind": "training", "queue": "vision", "name": f"{tag}-{i}", "resources": res,
                             "metadata": {"job": {"command": ["true"]}}}
+                    if array:
+                        body["array"] = f"0-{n - 1}"
                     async with s.post(url, json=body) as r:
                         if r.status != 201:
                             errors += 1
@@ -124,9 +127,10 @@ class ComputeHubSide:
         await asyncio.gather(*(client(t) for t in tokens))
         return t0, time.time(), errors
 
-    def phase(self, n: int, submitters: int, gpu: bool, tag: str, timeout: float = 600.0) -> dict:
+    def phase(self, n: int, submitters: int, gpu: bool, tag: str, timeout: float = 600.0,
+              array: bool = False) -> dict:
         cpu0 = self.cpu()
-        t0, t1, errors = asyncio.run(self._submit(n, submitters, gpu, tag))
+        t0, t1, errors = asyncio.run(self._submit(n, submitters, gpu, tag, array))
         admin = self.hub.tokens["ada"]
         deadline = time.time() + timeout
         while time.time() < deadline:     # a cheap look (one count) so polling costs the service little

@@ -10,7 +10,9 @@ ComputeHub runs as a real JupyterHub + proxy + the ComputeHub service + its loca
 launcher, 16 simulated 8-GPU nodes (bench/e2e_computehub.py). Both get the same job
 stream per phase: N jobs running ``true``, needing 1 CPU ("trivial") or 1 GPU + 1 CPU
 ("gpu"), from 1 or 4 concurrent submitters (``sbatch --wrap true`` per job; REST
-``POST /workloads`` through the hub's proxy with keep-alive connections).
+``POST /workloads`` through the hub's proxy with keep-alive connections); or ("array", opt-in:
+``--phases array:1``) one job array of up to 1,000 trivial tasks, ``sbatch --array=0-999`` against
+one ``POST /workloads`` with ``"array": "0-999"``.
 
 Per phase: submissions/s (jobs / time until the last submission returned), jobs started/s
 (jobs / (last start − first submission)), time until all are done (from the first
@@ -55,12 +57,15 @@ def descendants_cpu(root_pids: list[int]) -> float:
     return sum(cpu_seconds(p) for p in root_pids)
 
 
-def slurm_phase(c: SlurmCluster, n: int, submitters: int, gpu: bool, tag: str, timeout: float = 600.0) -> dict:
+def slurm_phase(c: SlurmCluster, n: int, submitters: int, gpu: bool, tag: str, timeout: float = 600.0,
+                array: bool = False) -> dict:
     pids = c.pids()
     ctld0 = cpu_seconds(pids["slurmctld"])
     agents0 = descendants_cpu([p for k, p in pids.items() if k != "slurmctld"])
     args = ["sbatch", "--parsable", "-J", tag, "-o", "/dev/null", "--wrap", "true"] + (["--gres=gpu:1"] if gpu else [])
-    counter = iter(range(n))
+    if array:               # one sbatch for all n: a job array
+        args[1:1] = [f"--array=0-{n - 1}"]
+    counter = iter(range(1 if array else n))
     lock = threading.Lock()
     errors = [0]
 
@@ -135,12 +140,18 @@ def run_phases(results: dict, system: str, scheduler: str, phases, repeat: int, 
         name = f"{kind}-{k}sub"
         runs = []
         for i in range(repeat):
-            r = run_one(k, kind == "gpu", f"b{name}r{i}")
+            r = run_one(k, kind, f"b{name}r{i}")
             runs.append(r)
             print(f"  {system} {name} run {i + 1}: {r['submit_rate']:.0f} subm/s, {r['start_rate']:.0f} "
                   f"started/s, all done {r['all_done_s']:.1f} s, {scheduler} {r['scheduler_cpu_s']:.1f} CPU s",
                   flush=True)
         results["phases"][name][system] = median_of(runs)
+
+
+def jobs_of(kind: str, jobs: int) -> int:
+    """Jobs in a phase: ``--jobs``; an array phase at most 1,000 (the tasks of one array, on both
+    systems: ComputeHub's limit, and Slurm's default MaxArraySize of 1,001 allows 0-999)."""
+    return min(jobs, 1000) if kind == "array" else jobs
 
 
 def _epoch(text: str) -> float:
@@ -151,8 +162,8 @@ def parse_phases(text: str) -> list[tuple[str, int]]:
     out = []
     for part in text.split(","):
         kind, _, k = part.strip().partition(":")
-        if kind not in ("trivial", "gpu") or not k.isdigit() or int(k) < 1:
-            raise SystemExit(f"bench/slurm.py: bad phase {part!r} (use trivial:N or gpu:N, N submitters)")
+        if kind not in ("trivial", "gpu", "array") or not k.isdigit() or int(k) < 1:
+            raise SystemExit(f"bench/slurm.py: bad phase {part!r} (use trivial:N, gpu:N or array:N, N submitters)")
         out.append((kind, int(k)))
     return out
 
@@ -221,18 +232,20 @@ def main(argv=None) -> int:
                "launcher_poll_s": args.poll, "find_escaped": args.find_escaped == "on",
                "computehub_path": "REST API through the hub's proxy; local launcher", "phases": {}}
     for kind, k in phases:
-        results["phases"][f"{kind}-{k}sub"] = {"jobs": args.jobs}
+        results["phases"][f"{kind}-{k}sub"] = {"jobs": jobs_of(kind, args.jobs)}
     if args.only != "computehub":
         with tempfile.TemporaryDirectory(prefix="chbench-slurm-") as d, SlurmCluster(Path(d), args.nodes) as c:
             print(f"Slurm up: {args.nodes} nodes × 8 GPUs", flush=True)
             run_phases(results, "slurm", "slurmctld", phases, args.repeat,
-                       lambda k, gpu, tag: slurm_phase(c, args.jobs, k, gpu, tag))
+                       lambda k, kind, tag: slurm_phase(c, jobs_of(kind, args.jobs), k, kind == "gpu", tag,
+                                                        array=kind == "array"))
     if args.only != "slurm":
         with tempfile.TemporaryDirectory(prefix="chbench-ch-") as d, \
                 ComputeHubSide(Path(d), args.nodes, poll=args.poll, find_escaped=args.find_escaped == "on") as ch:
             print(f"ComputeHub up: {args.nodes} nodes × 8 GPUs (simulated), launcher poll {args.poll:g} s", flush=True)
             run_phases(results, "computehub", "service", phases, args.repeat,
-                       lambda k, gpu, tag: ch.phase(args.jobs, k, gpu, tag))
+                       lambda k, kind, tag: ch.phase(jobs_of(kind, args.jobs), k, kind == "gpu", tag,
+                                                     array=kind == "array"))
     print(report(results))
     out = Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -116,6 +116,16 @@ def test_bench_scale_through_the_cli(tmp_path):
     assert "fitted exponent" in r.stdout
 
 
+def test_bench_scale_with_job_arrays(tmp_path):
+    """``--arrays``: capped job arrays in the pending work; the cycle still admits work."""
+    out = tmp_path / "scale.json"
+    r = subprocess.run([computehub(), "bench", "scale", "--nodes", "4", "--pending", "200", "--cycles", "3",
+                        "--arrays", "0.5", "--json", str(out)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["arrays"] == 0.5 and row["fill_admitted"] > 0 and row["pending_after"] >= 150
+
+
 def test_bench_history_through_the_cli(tmp_path):
     """A short run of bench/history.py: two real hubs, on a short history and on a longer one,
     the same reads timed on both."""

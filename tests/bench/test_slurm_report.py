@@ -51,3 +51,8 @@ def test_bad_options_are_one_line_errors(args):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert "bench/slurm.py:" in r.stderr
+
+
+def test_an_array_phase_is_one_submission_of_at_most_1000_tasks():
+    assert slurm.parse_phases("trivial:4,array:1") == [("trivial", 4), ("array", 1)]
+    assert (slurm.jobs_of("array", 2000), slurm.jobs_of("array", 300), slurm.jobs_of("gpu", 2000)) == (1000, 300, 2000)
