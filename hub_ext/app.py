@@ -28,6 +28,7 @@ from scheduler.model import HELD, PENDING
 from scheduler.store.exclusive import LostExclusivity
 
 from . import api_admin as A
+from . import api_arrays as AR
 from . import api_holds as H
 from . import api_status as S
 from . import api_workloads as W
@@ -201,6 +202,7 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Deadlines,
             (api + rf"/workloads/{wid}/status", S.WorkloadStatusHandler),
             (api + rf"/workloads/{wid}/checkpoint", S.WorkloadCheckpointHandler),
             (api + rf"/workloads/{wid}/hold", H.WorkloadHoldHandler),
+            (api + rf"/workloads/{wid}/array-limit", AR.ArrayLimitHandler),
             (api + rf"/workloads/{wid}/release", H.WorkloadReleaseHandler),
             (api + r"/queues", A.QueuesHandler),
             (api + rf"/queues/{name}", A.QueueHandler),

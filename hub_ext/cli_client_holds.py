@@ -1,9 +1,11 @@
-"""``computehub hold`` and ``computehub release``: keep waiting work from starting, and let it go."""
+"""``computehub hold``, ``computehub release`` and ``computehub array-limit``: keep waiting work from
+starting, let it go, and say how many of a job array's tasks may run at a time."""
 
 from __future__ import annotations
 
 from traitlets import Bool, Unicode
 
+from .cli import UsageError
 from .cli_client import ClientCommand, for_each_id
 from .cli_client_arrays import ARRAY_FLAG, held_back, holdable, task_ids
 
@@ -49,3 +51,28 @@ computehub release --array w0000050
         ids = task_ids(ch, ids, held_back, "held back ('computehub hold')") if self.array else ids
         return for_each_id(ids, ch.release,
                            lambda w: f"{w['id']}  {w['state']}" + (f"  ({w['reason']})" if w["reason"] else ""))
+
+
+class ArrayLimitApp(ClientCommand):
+    name = "computehub array-limit"
+    description = ("computehub array-limit ID N: from now on run at most N of job array ID's tasks at a time "
+                   "(0: no limit; ID: the array's, or any of its tasks). Tasks running beyond a lowered limit go "
+                   "on; no new one starts until fewer run.")
+    examples = """
+computehub array-limit w0000050 8
+computehub array-limit w0000050 0      # no limit
+"""
+    positional, usage_args = 2, "a job array's id and a number of tasks"
+    aliases = dict(ClientCommand.aliases)
+    flags = dict(ClientCommand.flags)
+
+    def run(self, wid, limit):
+        if not limit.isdigit():
+            raise UsageError(f"the limit is a whole number of tasks (0: no limit), not {limit!r}")
+        answer = self.client().array_limit(wid, int(limit))
+        if self.json:
+            return self.emit(answer)
+        cap = f"at most {answer['limit']} at a time" if answer["limit"] else "no limit"
+        n = len(answer["tasks"])
+        print(f"array {answer['array']}: {cap} ({n} task{'s' if n != 1 else ''} waiting or running)")
+        return None

@@ -202,6 +202,11 @@ class ComputeHubClient:
     def release(self, workload_id: str) -> dict:
         return self.request("POST", f"workloads/{quote(str(workload_id), safe='')}/release", body={})
 
+    def array_limit(self, workload_id: str, limit: int) -> dict:
+        """Run at most ``limit`` tasks of the job array ``workload_id`` belongs to at a time (0: no limit)."""
+        return self.request("POST", f"workloads/{quote(str(workload_id), safe='')}/array-limit",
+                            body={"limit": limit})
+
     def report_checkpoint(self, workload_id: str, at: float | None = None, on_stop: bool = False) -> dict:
         """Running work saved a checkpoint (at ``at``, a UNIX time; default now); ``on_stop``:
         the save was made because the job was told to stop. Preemption then knows what

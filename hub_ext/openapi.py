@@ -113,6 +113,13 @@ def document(version: str) -> dict:
                             "held already", _ok("#/components/schemas/Workload"), params=[wid],
                             body="#/components/schemas/Hold", body_required=False,
                             scope="custom:computehub:submit (own) or submit-on-behalf")},
+            "/api/v1/workloads/{workload_id}/array-limit": {
+                "post": _op("How many of a job array's tasks may run at a time from now on (0: no limit), "
+                            "{workload_id} any of its tasks: tasks beyond a lowered limit go on, no new one "
+                            "starts until fewer run. 400 for work not in an array; 404 when none of its "
+                            "tasks waits or runs", _ok("#/components/schemas/ArrayLimit"), params=[wid],
+                            body="#/components/schemas/ArrayLimitChange",
+                            scope="custom:computehub:submit (own) or submit-on-behalf")},
             "/api/v1/workloads/{workload_id}/release": {
                 "post": _op("Take the hold off: it joins the line now, its wait counted from now (or stays "
                             "held until what it runs after has ended). 403 for an admin's hold released by "

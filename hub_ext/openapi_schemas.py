@@ -18,6 +18,14 @@ def schemas() -> dict:
         "Me": {"type": "object"},
         "Hold": {"type": "object", "additionalProperties": False, "properties": {
             "reason": {"type": "string", "maxLength": 500, "description": "why it is held, shown with it"}}},
+        "ArrayLimitChange": {"type": "object", "additionalProperties": False, "required": ["limit"],
+                             "properties": {"limit": {"type": "integer", "minimum": 0, "maximum": 1000,
+                                                      "description": "tasks at a time; 0: no limit"}}},
+        "ArrayLimit": {"type": "object", "required": ["array", "limit", "tasks"], "properties": {
+            "array": {"type": "string", "description": "the array's id (its first task's)"},
+            "limit": {"type": "integer"},
+            "tasks": {"type": "array", "items": {"type": "string"},
+                      "description": "its tasks still waiting or running, each now with this limit"}}},
         "Submit": {"type": "object", "additionalProperties": False, "properties": {
             "name": {"type": "string", "maxLength": 128,
                      "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f\\u2028\\u2029\\u202a-\\u202e\\u2066-\\u2069]*$",

@@ -2,7 +2,7 @@
 
 A ``JobArray`` is a list of its tasks' ``Job`` handles (``sweep[3].logs()``), named by its first
 task's id (``sweep.id``), with what acts on every task: ``counts()``, ``wait()``, ``cancel()``,
-``hold()``, ``release()``. ``after=sweep`` runs a job after every task (``w12[]``).
+``hold()``, ``release()``, ``set_limit(n)``. ``after=sweep`` runs a job after every task (``w12[]``).
 """
 
 from __future__ import annotations
@@ -72,6 +72,13 @@ class JobArray(list):
     def hold(self, reason: str = "") -> list[dict]:
         """Hold back every task that waits and is not held back already."""
         return self._each(holdable, lambda wid: self.client.hold(wid, reason))
+
+    def set_limit(self, limit: int) -> dict:
+        """From now on run at most ``limit`` tasks at a time (0: no limit); tasks running beyond a
+        lowered limit go on."""
+        answer = self.client.request("POST", f"workloads/{self.id}/array-limit", {"limit": limit})
+        self.limit = answer["limit"]
+        return answer
 
     def release(self) -> list[dict]:
         """Release every task held back (``hold``)."""

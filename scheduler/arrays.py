@@ -9,7 +9,10 @@ and ``COMPUTEHUB_ARRAY_TASK_COUNT`` (``env``). Only batch and training work come
 a notebook is one person's server, a service has replicas.
 
 The cap is an admission rule (``Engine``): a task waits (``ARRAY_LIMIT``, holding nothing back
-and preempting no one) while N tasks of its array hold GPUs, as Slurm's ``ArrayTaskThrottle``.
+and preempting no one) while N tasks of its array hold GPUs, as Slurm's ``ArrayTaskThrottle``;
+its owner may change it while the array runs (``ArrayLimits.set_array_limit``, Slurm's
+``scontrol update ArrayTaskThrottle=``): tasks running beyond a lowered cap go on, and no new
+one starts until fewer run.
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from .errors import ValidationError
-from .model import Workload
+from .errors import NotFound, ValidationError
+from .model import TERMINAL, Workload
 
 MAX_TASKS = 1000            # tasks in one array (Slurm's default MaxArraySize is 1001)
 MAX_INDEX = 999_999
@@ -87,3 +90,32 @@ def holding_by_array(holding) -> Counter:
 def cap_words(array_id: str, running: int, limit: int) -> str:
     return (f"array {array_id} runs at most {limit} task{'s' if limit != 1 else ''} at a time "
             f"and {running} {'are' if running != 1 else 'is'} running; it starts when one of them ends")
+
+
+class ArrayLimits:
+    """The part of ``Scheduler`` that changes a job array's cap. Needs ``state``, ``store``,
+    ``_now``, ``_tx`` and ``_event``."""
+
+    def array_tasks(self, array_id: str) -> list[Workload]:
+        """The live tasks of ``array_id`` (its first task's id), in index order."""
+        return sorted((w for w in self.state.workloads.values()
+                       if w.array is not None and w.array["id"] == array_id and w.state not in TERMINAL),
+                      key=lambda w: w.seq)
+
+    def set_array_limit(self, array_id: str, limit, now=None, actor: str = "") -> list[Workload]:
+        """Run at most ``limit`` of the array's tasks at a time from now on (0: no cap). Returns its
+        live tasks; NotFound when it has none."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_TASKS:
+            raise ValidationError(f"limit must be a whole number of tasks from 0 (no limit) to {MAX_TASKS}; "
+                                  f"got {limit!r}")
+        tasks = self.array_tasks(array_id)
+        if not tasks:
+            raise NotFound(f"no job array {array_id!r} with tasks waiting or running")
+        now = self._now(now)
+        with self._tx():
+            for w in tasks:
+                w.array = {**w.array, "limit": limit}
+            self.store.put_workloads(tasks)
+            self._event(now, "array_limit", tasks[0], f"at most {limit} at a time" if limit else "no limit",
+                        actor=actor, array=array_id, limit=limit)
+        return tasks

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time as _time
 
 from . import ledger, preemption, reclaim, validation
+from .arrays import ArrayLimits
 from .durable import DurableMemory
 from .cancels import Cancels
 from .dependencies import Dependencies
@@ -26,7 +27,8 @@ from .store import MemoryStore, Store
 from .submissions import SubmissionsMixin
 
 
-class Scheduler(DurableMemory, Cancels, Dependencies, Holds, StartDeadline, StopDeadline, SubmissionsMixin):
+class Scheduler(DurableMemory, Cancels, Dependencies, Holds, ArrayLimits, StartDeadline, StopDeadline,
+                SubmissionsMixin):
     def __init__(self, store: Store | None = None, config: EngineConfig | None = None,
                  clock=_time.time, prices: dict[str, float] | None = None):
         self.store = store if store is not None else MemoryStore()

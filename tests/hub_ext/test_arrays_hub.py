@@ -107,3 +107,39 @@ def test_an_admin_approves_or_rejects_an_arrays_tasks_at_once(hub, submitted):  
     assert [x.split()[:2] for x in out] == [[t, "rejected"] for t in w["tasks"]], out
     line = one_line_error(cli(hub, "ada", "approve", "--array", w["id"]))        # nothing left to decide
     assert f"{w['id']} names no job array you may see with tasks awaiting approval" in line, line
+
+
+def test_an_arrays_limit_changes_while_it_runs(hub, submitted):  # noqa: F811
+    out = ok(cli(hub, "alice", "submit", *SMALL, "--array", "0-4%1"))
+    first = out.splitlines()[1].split()[0]
+    ids = [f"w{int(first[1:]) + i:07d}" for i in range(5)]
+    submitted.extend(("alice", wid) for wid in ids)
+    until(hub, "alice", ids[0], ("admitted",))
+    said = ok(cli(hub, "alice", "array-limit", ids[3], "3"))         # any task names its array
+    assert said.strip() == f"array {first}: at most 3 at a time (5 tasks waiting or running)", said
+    for wid in ids[:3]:
+        until(hub, "alice", wid, ("admitted",))
+    w = hub.call("GET", f"/workloads/{ids[4]}", hub.tokens["alice"]).json()
+    assert (w["state"], w["array"]["limit"]) == ("pending", 3)
+    assert "at most 3 tasks at a time and 3 are running" in w["explanation"]["reason"]
+    assert ok(cli(hub, "alice", "array-limit", first, "0")).strip().startswith(f"array {first}: no limit")
+    until(hub, "alice", ids[4], ("admitted",))
+    events = hub.call("GET", f"/audit?workload={ids[0]}", hub.tokens["ada"]).json()["events"]
+    assert [(e["reason"], e["data"]["actor"]) for e in events if e["kind"] == "array_limit"] == [
+        ("at most 3 at a time", "alice"), ("no limit", "alice")]
+
+    line = one_line_error(cli(hub, "alice", "array-limit", first, "many"))
+    assert "the limit is a whole number of tasks (0: no limit), not 'many'" in line, line
+    line = one_line_error(cli(hub, "carol", "array-limit", first, "2"))          # not hers
+    assert f"no workload '{first}'" in line, line
+    r = hub.call("POST", f"/workloads/{first}/array-limit", hub.tokens["alice"], json={"limit": 5000})
+    assert r.status_code == 400 and "limit must be a whole number of tasks from 0" in r.json()["message"]
+    r = hub.call("POST", f"/workloads/{first}/array-limit", hub.tokens["alice"], json={})
+    assert r.status_code == 400 and "limit is required" in r.json()["message"]
+    alone = json.loads(ok(cli(hub, "alice", "submit", *SMALL, "--json")))
+    submitted.append(("alice", alone["id"]))
+    line = one_line_error(cli(hub, "alice", "array-limit", alone["id"], "2"))
+    assert f"workload {alone['id']} is not a task of a job array" in line, line
+    ok(cli(hub, "alice", "cancel", "--array", first))
+    line = one_line_error(cli(hub, "alice", "array-limit", first, "2"))
+    assert f"no job array '{first}' with tasks waiting or running" in line, line

@@ -99,6 +99,11 @@ class World:
         assert wait_state(self.hub, wid, ("held",))
         return wid
 
+    def array_of(self, owner: str) -> str:
+        """The first task of a held job array of ``owner``'s (held: it takes nothing)."""
+        return self.submit(owner, {"queue": "authz-q", "resources": {"cpu": "100m"}, "name": "authz-array",
+                                   "array": "0-1", "hold": True})
+
     def awaiting(self) -> str:
         wid = self.submit("carol", {"queue": "nlp", "resources": {"gpu": 4}, "workers": 2, "name": "carol-big"})
         assert wait_state(self.hub, wid, ("awaiting_approval",))
@@ -205,6 +210,11 @@ ROWS = [
      lambda w: w.held_back("alice", hold=True), "/api/v1/workloads/{alice}"),
     ("POST", "/api/v1/workloads/{carol}/release", None, sees_carol(),
      lambda w: w.held_back("carol", hold=True), "/api/v1/workloads/{carol}"),
+    # a job array's limit: as cancel
+    ("POST", "/api/v1/workloads/{alice}/array-limit", {"limit": 3}, sees_alice(lin=403),
+     lambda w: w.array_of("alice"), "/api/v1/workloads/{alice}"),
+    ("POST", "/api/v1/workloads/{carol}/array-limit", {"limit": 3}, sees_carol(),
+     lambda w: w.array_of("carol"), "/api/v1/workloads/{carol}"),
     # status reports: launcher and admin only
     ("POST", "/api/v1/workloads/{alice}/status", {"state": "running"}, sees_alice(alice=403, lin=403),
      lambda w: w.cheap("alice", admitted=True), "/api/v1/workloads/{alice}"),

@@ -189,7 +189,7 @@ def test_the_service_guide_names_every_documented_path():
 
     guide = (Path(__file__).resolve().parents[2] / "docs" / "service.md").read_text()
     norm = lambda t: re.sub(r"\{\w+\}|<\w+>", "{}", t.strip("/"))     # noqa: E731
-    named = {norm(p) for p in re.findall(r"(?:api/v1/[\w/{}.]+|serve/<id>/|metrics)", guide)}
+    named = {norm(p) for p in re.findall(r"(?:api/v1/[\w/{}.-]+|serve/<id>/|metrics)", guide)}
     for template in document(VERSION)["paths"]:
         t = norm(template)
         assert t in named or (t.startswith("serve/") and "serve/{}" in named), f"{template} is not in docs/service.md"

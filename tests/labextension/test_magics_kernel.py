@@ -406,6 +406,8 @@ def test_a_job_array_runs_each_index_at_most_n_at_a_time(setup):
     tasks = [f"w{int(later[1:]) + i:07d}" for i in range(3)]
     rows = [line for line in k.run("%jobs")["stdout"].splitlines() if f"{later}[" in line]
     assert len(rows) == 1 and rows[0].split()[:2] == [later, f"{later}[0-2]"], rows     # one row for the three
+    out = k.run("answer = later.set_limit(1)\nprint(answer['limit'], len(answer['tasks']), later.limit)")
+    assert out["stdout"].split() == ["1", "3", "1"], out
     assert k.run(f"%release --array {later}")["stdout"].split() == [f"{tasks[0]}:", "pending", f"{tasks[1]}:",
                                                                      "pending", f"{tasks[2]}:", "pending"]
     out = k.run(f"%cancel --array {later}")

@@ -6,7 +6,7 @@ import pytest
 from scheduler import Scheduler
 from scheduler.arrays import MAX_TASKS, env, parse
 from scheduler.blockers import ARRAY_LIMIT
-from scheduler.errors import TooManyWaiting, ValidationError
+from scheduler.errors import NotFound, TooManyWaiting, ValidationError
 from scheduler.model import ADMITTED, AWAITING_APPROVAL, CANCELLED, HELD, PENDING
 from scheduler.store.sql import SqlStore
 
@@ -177,3 +177,29 @@ def test_a_failed_task_cancels_what_was_to_run_after_its_array_finished():
         job(s, user="bob", gpus=1, now=5, after=[f"{tasks[0].id}[]"])
     with pytest.raises(ValidationError, match=f"names {tasks[0].id} twice, with :ok and :any"):
         job(s, gpus=1, now=5, after=[f"{tasks[0].id}[]", f"{tasks[0].id}:any"])
+
+
+def test_the_cap_changes_while_the_array_runs():
+    s = cluster(nodes=1, gpus=8)
+    tasks = job(s, gpus=1, now=0, array="0-5%1")
+    s.cycle(now=1)
+    assert [s.get(t.id).state for t in tasks].count(ADMITTED) == 1
+    assert len(s.set_array_limit(tasks[0].id, 3, now=2, actor="ada")) == 6
+    s.cycle(now=3)
+    assert [s.get(t.id).state for t in tasks] == [ADMITTED] * 3 + [PENDING] * 3
+    s.set_array_limit(tasks[0].id, 1, now=4)           # lowered: the three go on, no fourth starts
+    s.mark_finished(tasks[0].id, now=5)
+    s.cycle(now=6)
+    assert [s.get(t.id).state for t in tasks[1:]] == [ADMITTED] * 2 + [PENDING] * 3
+    s.set_array_limit(tasks[0].id, 0, now=7)           # 0: no cap
+    s.cycle(now=8)
+    assert all(s.get(t.id).state == ADMITTED for t in tasks[1:])
+    changed = [(e.reason, e.data["limit"], e.data["actor"]) for e in s.events() if e.kind == "array_limit"]
+    assert changed == [("at most 3 at a time", 3, "ada"), ("at most 1 at a time", 1, ""), ("no limit", 0, "")]
+    for t in tasks[1:]:
+        s.mark_finished(t.id, now=9)
+    with pytest.raises(NotFound, match=f"no job array '{tasks[0].id}' with tasks waiting or running"):
+        s.set_array_limit(tasks[0].id, 2, now=10)
+    for bad in (-1, 1001, 2.5, True, "3"):
+        with pytest.raises(ValidationError, match="limit must be a whole number of tasks from 0"):
+            s.set_array_limit(tasks[0].id, bad, now=10)
