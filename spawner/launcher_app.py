@@ -32,6 +32,7 @@ from .service_client import ServiceError
 HOLDING = ("admitted", "running", "preempting", "cancelling", "reclaiming")
 STOPPING = ("preempting", "cancelling", "reclaiming")      # told to stop: stop it, then report "stopped"
 REASON_MAX = 2000
+LAUNCH_TURN = 32    # launches spawned in one look before the others (and their reports) get a turn
 MTIME_TICK = 1.0    # seconds a file's time may lag time.time() (coarse file-system clocks, NFS)
 
 
@@ -161,6 +162,7 @@ class LauncherApp(LauncherAppChecks, ServiceClientApp):
     async def reconcile(self) -> None:
         seen_at = time.time()
         live = await self.holding()
+        launched = 0
         for wid, w in live.items():
             t = self.tracked.get(wid)
             if t is None:
@@ -169,6 +171,11 @@ class LauncherApp(LauncherAppChecks, ServiceClientApp):
                 if w["state"] == "admitted":
                     self.tracked[wid] = Tracked(w, busy=True)
                     self.spawn(self.launch(w))
+                    launched += 1
+                    if launched % LAUNCH_TURN == 0:
+                        # A burst (a job array's 1,000 tasks admitted in one cycle): let the launches
+                        # spawned so far start, and their "running" go out, before spawning more.
+                        await asyncio.sleep(0)
                 elif w["state"] in STOPPING:       # preempted or cancelled before it was started here
                     await self.report(wid, "stopped")
                 continue
