@@ -17,13 +17,13 @@ import asyncio
 import os
 import signal
 import time
-from dataclasses import dataclass
 
 from traitlets import Bool, Float, Instance, Integer, List, Type, Unicode, default
 
 from scheduler.config_checks import launch, recheck
 from .launch_base import Ended, LaunchError, LauncherBackend, StartLater
 from .launch_local import LocalLauncher
+from .launcher_endings import REASON_MAX, Endings, Tracked, ended_reason
 from .launcher_settings import LauncherAppChecks
 from .report_batch import ReportBatcher
 from .service_app import ServiceClientApp
@@ -31,33 +31,11 @@ from .service_client import ServiceError
 
 HOLDING = ("admitted", "running", "preempting", "cancelling", "reclaiming")
 STOPPING = ("preempting", "cancelling", "reclaiming")      # told to stop: stop it, then report "stopped"
-REASON_MAX = 2000
 LAUNCH_TURN = 32    # launches spawned in one look before the others (and their reports) get a turn
 MTIME_TICK = 1.0    # seconds a file's time may lag time.time() (coarse file-system clocks, NFS)
 
 
-@dataclass
-class Tracked:
-    workload: dict
-    restarts: int = 0
-    ready: bool = False
-    busy: bool = False        # a stop (cancel, preemption, time limit) is under way
-    started: float = 0.0
-    ended: Ended | None = None  # how it ended, kept until the service has heard it
-    checkpoint: float = 0.0     # the last checkpoint reported to the service (UNIX time)
-
-
-def ended_reason(ended: Ended) -> str:
-    """The reason a failed workload shows: what happened, then its last log lines (≤ 2000 chars)."""
-    if not ended.last_lines or ended.exit_code == 0:
-        return ended.reason[:REASON_MAX]
-    head = ended.reason + "; last lines:\n"
-    tail = "\n".join(ended.last_lines)
-    room = REASON_MAX - len(head)
-    return head + (tail[-room:] if room > 0 else "")
-
-
-class LauncherApp(LauncherAppChecks, ServiceClientApp):
+class LauncherApp(Endings, LauncherAppChecks, ServiceClientApp):
     name = "computehub-launcher"
     description = "Starts admitted ComputeHub training, inference and batch workloads and reports back."
     classes = [LocalLauncher]
@@ -264,63 +242,6 @@ class LauncherApp(LauncherAppChecks, ServiceClientApp):
         if await self.report(wid, "running", **notes) is None:
             # cancelled while starting: the next look stops it
             self.log.info("%s: ended while it was being started", wid)
-
-    async def _report_ended(self, wid: str, t: Tracked, ended: Ended) -> None:
-        try:
-            await self.on_ended(wid, t, ended)
-        finally:
-            t.busy = False              # still tracked only when an inference service was restarted
-
-    async def on_ended(self, wid: str, t: Tracked, ended: Ended) -> None:
-        w = t.workload
-        if ended.restarted and t.ended is None:
-            # The platform restarted it in place (Kubernetes, CrashLoopBackOff): counted, not restarted here.
-            t.restarts += ended.restarted
-            if t.restarts <= self.max_restarts:
-                t.ready = False
-                self.log.warning("%s: crashed (%s); restarted in place, %d of %d", wid, ended.reason,
-                                 t.restarts, self.max_restarts)
-                await self.report(wid, "update", restarts=t.restarts, ready=False,
-                                  message=f"restarted after: {ended.reason} ({t.restarts}/{self.max_restarts})"
-                                  [:REASON_MAX])
-                return
-            ended = Ended(ended.exit_code or 1, f"{ended.reason}; it crashed {t.restarts} times, more than "
-                          f"max_restarts ({self.max_restarts})", ended.last_lines)
-        elif w["kind"] == "inference" and not ended.node_lost and not ended.final \
-                and t.restarts < self.max_restarts and t.ended is None:
-            t.restarts += 1
-            t.ready = False
-            self.log.warning("%s: inference crashed (%s); restart %d of %d", wid, ended.reason, t.restarts,
-                             self.max_restarts)
-            try:
-                notes = await self.backend.restart(w)
-            except Exception as e:              # could not even restart: that is the end
-                ended = Ended(ended.exit_code or 1, f"{ended.reason}; restart failed: {e}", ended.last_lines)
-            else:
-                await self.report(wid, "update", restarts=t.restarts, ready=False,
-                                  message=f"restarted after: {ended.reason} ({t.restarts}/{self.max_restarts})"
-                                  + (f"; {notes['message']}" if notes.get("message") else ""))
-                return
-        elif w["kind"] == "inference" and not ended.node_lost and not ended.final and t.ended is None \
-                and ended.exit_code != 0:
-            n = t.restarts + 1      # restarted here as often as allowed: this crash is one too many
-            ended = Ended(ended.exit_code, f"{ended.reason}; it crashed {n} time{'s' if n != 1 else ''}, more than "
-                          f"max_restarts ({self.max_restarts})", ended.last_lines)
-        reason = ended_reason(ended)
-        if ended.node_lost:
-            reason = f"node lost: {reason}"[:REASON_MAX]
-        state = "finished" if ended.exit_code == 0 and not ended.node_lost else "failed"
-        self.log.info("%s: %s (%s)", wid, state, ended.reason)
-        extra = {"node_lost": True} if ended.node_lost else {}    # the service requeues it by class
-        t.ended = ended
-        await self.report(wid, state, exit_code=(ended.exit_code or 1) if ended.node_lost else ended.exit_code,
-                          reason=reason, **extra)
-        try:        # before it is untracked: a requeued workload must not start on what is left
-            await self.backend.cleanup(w)
-        except Exception as e:      # what is left only lingers; the end is reported
-            self.log.warning("%s: could not remove what is left of it: %s", wid, e)
-        # only now: a report that did not reach the service is made again at the next look
-        self.tracked.pop(wid, None)
 
     async def _saved_before_stop(self, t: Tracked) -> float | None:
         if not self.report_checkpoints:
