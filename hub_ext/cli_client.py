@@ -168,8 +168,9 @@ computehub submit --gpus 1 --array 0-99%10 --name sweep
     workload_name = Unicode("", help="A name for the workload (text).").tag(config=True)
     after = Unicode("", help=(
         "Run after these workloads of yours: ids separated by commas, each with :ok (the default: it "
-        "finished), :any (it ended) or :failed (it ended without finishing). Until then it is held; "
-        "if one ends otherwise it is cancelled, saying why.")).tag(config=True)
+        "finished), :any (it ended) or :failed (it ended without finishing); w50[] is every task of job "
+        "array w50, and with --array w50[]:corr pairs the tasks by index. Until then it is held; if one "
+        "ends otherwise it is cancelled, saying why.")).tag(config=True)
     array = Unicode("", help=(
         "Submit a job array: one task per index, e.g. 0-9, 1,3,5-11:2; %N runs at most N at a time "
         "(0-99%10). Each task gets $COMPUTEHUB_ARRAY_TASK_ID.")).tag(config=True)

@@ -40,10 +40,12 @@ def schemas() -> dict:
                                                 "(default: its priority class's); swaps for shorter "
                                                 "work of its team wait until it has just saved"},
             "after": {"type": "array", "maxItems": 64, "items": {
-                "type": "string", "pattern": "^w?[0-9]{1,12}(\\[\\])?(:(ok|any|failed))?$"},
+                "type": "string", "pattern": "^w?[0-9]{1,12}(\\[\\])?(:(ok|any|failed|corr))?$"},
                 "description": "Workloads of the same user to run after: each id with :ok (the default: "
                                "it finished), :any (it ended) or :failed (it ended without finishing); "
-                               "w12[] names every task of job array w12 (at most 1,064 with them). "
+                               "w12[] names every task of job array w12 (at most 1,064 with them); in an "
+                               "array's submission w12[]:corr runs each task after w12's task of the same "
+                               "index (Slurm's aftercorr). "
                                "Until then the workload is `held`; if one ends otherwise it is "
                                "cancelled, saying why. Not for notebooks."},
             "hold": {"type": "boolean", "description": "Submit it held: it starts only once released "

@@ -45,7 +45,9 @@ def _common(f):
                                                      "(%%release ID)."),
         argument("--after", default=None, help="Run after these jobs of yours: ids separated by commas "
                                                "({job.id} works), each with :ok (the default: it finished), "
-                                               ":any or :failed. It is held until then."),
+                                               ":any or :failed; {sweep.id}[] is every task of an array "
+                                               "(with --array, {sweep.id}[]:corr pairs tasks by index). "
+                                               "It is held until then."),
     ]):
         f = a(f)
     return f

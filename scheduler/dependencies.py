@@ -14,7 +14,9 @@ was submitted before it).
 A dependency that already ended at submission is judged then: met, the work is pending at
 once; never to be met, the submission is refused. ``w50[]`` names every task of the job array
 ``w50`` (its first task's id; ``arrays``), as Slurm's dependency on an array job does: it is
-replaced at submission by the tasks' ids, which follow the first's.
+replaced at submission by the tasks' ids, which follow the first's. ``w50[]:corr`` (Slurm's
+``aftercorr``), in an array's submission, pairs the two arrays by index: each task runs after
+the task of ``w50`` with its own index finished (``pair_tasks``).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from .model import FINISHED, HELD, HOLD, PENDING, TERMINAL, Workload
 
 MAX_AFTER = 64
 CONDITIONS = {"ok": "finishes", "any": "ends", "failed": "ends without finishing"}
-ENTRY = re.compile(r"^w?(\d{1,12})(\[\])?(?::(ok|any|failed))?\Z")
+ENTRY = re.compile(r"^w?(\d{1,12})(\[\])?(?::(ok|any|failed|corr))?\Z")
 GONE = "gone"      # what an ended dependency whose record was purged counts as
 SHOWN = 3          # dependencies a held workload's reason names; the rest are counted
 
@@ -50,6 +52,9 @@ def parse(value) -> list[str]:
             raise ValidationError(f"after: {v!r} is not a workload id (like w0000012, or w0000012[] for "
                                   "every task of a job array), optionally with :ok, :any or :failed")
         wid, cond = f"w{int(m.group(1)):07d}{m.group(2) or ''}", m.group(3) or "ok"
+        if cond == "corr" and not m.group(2):
+            raise ValidationError(f"after: {v!r}: :corr pairs the tasks of two job arrays by index; name the "
+                                  f"other array as {wid}[]:corr")
         if out.get(wid, cond) != cond:
             raise ValidationError(f"after names {wid} twice, with :{out[wid]} and :{cond}")
         out[wid] = cond
@@ -125,6 +130,29 @@ class Dependencies:
             raise ValidationError(f"after names {len(out)} workloads with the tasks of its arrays; at most "
                                   f"{MAX_AFTER + arrays.MAX_TASKS}")
         return [f"{wid}:{cond}" for wid, cond in out.items()]
+
+    def pair_tasks(self, tasks: list[Workload], corr: list[str]) -> None:
+        """Each of an array's ``tasks`` runs after the task of each ``wNN[]:corr`` array with the same
+        index (it finished); their states as ``initial_state`` has them. ValidationError when
+        an array has no task of that index, is not the user's, or that task failed already."""
+        for entry in corr:
+            first_id = split(entry)[0][:-2]
+            first = self._dependency(first_id)
+            if first is None or first.user != tasks[0].user or not first.array or first.array["id"] != first.id:
+                raise ValidationError(f"after: no job array {first_id} of {tasks[0].user}'s to pair tasks with")
+            others = (self._dependency(f"w{first.seq + i:07d}") for i in range(first.array["size"]))
+            by_index = {o.array["index"]: o.id for o in others if o is not None and o.array}
+            for t in tasks:
+                other = by_index.get(t.array["index"])
+                if other is None:
+                    raise ValidationError(f"after {first_id}[]:corr: array {first_id} has no task {t.array['index']}, "
+                                          f"which task {t.array['index']} of this one would run after")
+                t.after.append(f"{other}:ok")
+        for t in tasks:
+            if t.state == PENDING:
+                t.state = self.initial_state(t)
+            if t.state == HELD:
+                t.reason = self.waits_for(t)
 
     def release_held(self, now: float) -> tuple[list[Workload], list[Workload]]:
         """Held work whose dependencies have all ended as asked joins the line; held work one of

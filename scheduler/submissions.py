@@ -93,6 +93,11 @@ class SubmissionsMixin:
                 w = Workload(id=f"w{seq:07d}", seq=seq, submitted_at=batch.now, **fields)
                 if indexes:
                     arrays.check_kind(w.kind)
+                corr = [e for e in w.after if e.endswith(":corr")]      # task by task (pair_tasks)
+                if corr and not indexes:
+                    raise ValidationError("after …[]:corr pairs the tasks of two job arrays by index: submit "
+                                          "an array (array)")
+                w.after = [e for e in w.after if e not in corr]
                 w.state = self.initial_state(w)
                 if spec.get("hold"):
                     if w.kind == "notebook":
@@ -104,13 +109,15 @@ class SubmissionsMixin:
                 over = self._needs_approval(w)
                 if over:
                     w.state, w.reason = AWAITING_APPROVAL, over
-                elif self.max_waiting_per_user:
+                tasks = self._array_tasks(w, indexes, limit) if indexes else [w]
+                if corr:
+                    self.pair_tasks(tasks, corr)
+                if not over and self.max_waiting_per_user:      # last: it counts what it accepts
                     waiting = self._waiting_by_user() if waiting is None else waiting
-                    self._check_waiting(w.user, waiting, max(1, len(indexes)))
+                    self._check_waiting(w.user, waiting, len(tasks))
             except SchedulerError as e:
                 batch.results.append(e)
                 continue
-            tasks = self._array_tasks(w, indexes, limit) if indexes else [w]
             seq += len(tasks)
             batch.accepted.extend(tasks)
             batch.results.append(tasks if indexes else w)

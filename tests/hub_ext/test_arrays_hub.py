@@ -72,6 +72,14 @@ def test_the_api_answers_with_every_task_and_refuses_a_bad_array_whole(hub, subm
     after = json.loads(ok(cli(hub, "alice", "submit", *SMALL, "--after", f"{w['id']}[]", "--json")))
     submitted.append(("alice", after["id"]))
     assert after["state"] == "held" and after["after"] == [f"{t}:ok" for t in w["tasks"]], after
+    # ... or task by task (:corr): each waits for the task of the same index only.
+    paired = json.loads(ok(cli(hub, "alice", "submit", *SMALL, "--array", "5,9", "--after", f"{w['id']}[]:corr",
+                               "--json")))
+    submitted.extend(("alice", t) for t in paired["tasks"])
+    assert [hub.call("GET", f"/workloads/{t}", hub.tokens["alice"]).json()["after"] for t in paired["tasks"]] == [
+        [f"{w['tasks'][1]}:ok"], [f"{w['tasks'][2]}:ok"]]
+    line = one_line_error(cli(hub, "alice", "submit", *SMALL, "--array", "0-1", "--after", f"{w['id']}[]:corr"))
+    assert f"array {w['id']} has no task 0, which task 0 of this one would run after" in line, line
     ok(cli(hub, "alice", "cancel", "--array", w["id"]))
     gone = until(hub, "alice", after["id"], ("cancelled",))
     assert gone["reason"].endswith("cancelled by alice, and this was to run after it finishes"), gone

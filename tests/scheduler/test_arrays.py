@@ -203,3 +203,26 @@ def test_the_cap_changes_while_the_array_runs():
     for bad in (-1, 1001, 2.5, True, "3"):
         with pytest.raises(ValidationError, match="limit must be a whole number of tasks from 0"):
             s.set_array_limit(tasks[0].id, bad, now=10)
+
+
+def test_corr_pairs_two_arrays_task_by_task():
+    s = cluster(nodes=1, gpus=8)
+    prep = job(s, gpus=1, now=0, array="0-2")
+    train = job(s, gpus=1, now=1, array="0-2", after=[f"{prep[0].id}[]:corr"])
+    assert [t.after for t in train] == [[f"{p.id}:ok"] for p in prep]          # task i after task i
+    assert [t.state for t in train] == [HELD] * 3
+    assert s.explain(train[1].id, now=1)["reason"] == f"runs after {prep[1].id} finishes (it is pending)"
+    s.cycle(now=2)
+    s.mark_finished(prep[1].id, now=3)
+    s.mark_finished(prep[2].id, now=3, exit_code=1)
+    s.cycle(now=4)
+    assert [s.get(t.id).state for t in train] == [HELD, ADMITTED, CANCELLED]  # each as its own pair ended
+    with pytest.raises(ValidationError, match=f"array {prep[0].id} has no task 3, which task 3 of this one"):
+        job(s, gpus=1, now=5, array="1-3", after=[f"{prep[0].id}[]:corr"])
+    with pytest.raises(ValidationError, match=f"{prep[2].id} failed: exit code 1; work to run after it finishes"):
+        job(s, gpus=1, now=5, array="2", after=[f"{prep[0].id}[]:corr"])  # its pair failed: never
+    with pytest.raises(ValidationError, match="pairs the tasks of two job arrays by index: submit an array"):
+        job(s, gpus=1, now=5, after=[f"{prep[0].id}[]:corr"])
+    with pytest.raises(ValidationError, match="name the other array as"):
+        job(s, gpus=1, now=5, array="0-1", after=[f"{prep[0].id}:corr"])
+    assert s.store.count_workloads() == 6                                   # nothing of the refused
