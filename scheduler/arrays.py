@@ -77,11 +77,6 @@ def env(array: dict | None) -> dict[str, str]:
             "COMPUTEHUB_ARRAY_TASK_COUNT": str(array["size"])}
 
 
-def label(w: Workload) -> str:
-    """``w0000012[3]``: the array and the task's index (its own id for work not in an array)."""
-    return f"{w.array['id']}[{w.array['index']}]" if w.array else w.id
-
-
 def holding_by_array(holding) -> Counter:
     """How many tasks of each capped array hold an allocation (the cap counts these)."""
     return Counter(w.array["id"] for w in holding if w.array is not None and w.array["limit"])

@@ -3,8 +3,8 @@
 Each worker is one process in its own session and process group, with
 ``CUDA_VISIBLE_DEVICES`` from its placement, its output appended to
 ``<logs_dir>/<workload id>.log`` (a gang's through a file per worker, each line marked with
-its worker: ``local_logs``); who it runs as and where: ``local_accounts``. Multi-worker jobs get ``RANK``, ``WORLD_SIZE``,
-``LOCAL_RANK``, ``MASTER_ADDR=127.0.0.1`` and one free ``MASTER_PORT``; inference
+its worker: ``local_logs``); who it runs as and where: ``local_accounts``. Multi-worker jobs
+get ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR=127.0.0.1`` and one free ``MASTER_PORT``; inference
 replicas get ``PORT``. Stopping sends SIGTERM to every worker's group, waits the
 grace period, then SIGKILLs what is left (``local_runs``: also what a job left running after
 it exited). Why a job ended, or could not start, is put in words by ``local_failures``.
