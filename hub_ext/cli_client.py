@@ -18,7 +18,7 @@ from datetime import datetime
 from traitlets import Bool, Enum, Int, Unicode
 
 from .cli import Command, UsageError
-from .cli_client_arrays import ARRAY_FLAG, array_words, cancel_hint, collapse, name_of, task_ids
+from .cli_client_arrays import ARRAY_FLAG, array_words, by_index, cancel_hint, collapse, name_of, task_ids
 from .client import ComputeHubClient, ComputeHubError
 
 KINDS = ("training", "batch", "inference", "notebook")
@@ -298,6 +298,7 @@ class CancelApp(ClientCommand):
 computehub cancel w0000042
 computehub cancel w0000042 w0000043
 computehub cancel --array w0000050          # every task of the array still waiting or running
+computehub cancel 'w0000050[7]'              # task 7 of that array
 """
     positional, usage_args = -1, "one or more workload ids"
     array = Bool(False, help=ARRAY_FLAG).tag(config=True)
@@ -310,7 +311,7 @@ computehub cancel --array w0000050          # every task of the array still wait
             return f"{w['id']}  {w['state']}{then}"
 
         ch = self.client()
-        return for_each_id(task_ids(ch, ids) if self.array else ids, ch.cancel, line)
+        return for_each_id(task_ids(ch, ids) if self.array else ids, by_index(ch, ch.cancel), line)
 
 
 def for_each_id(ids, act, line) -> int:

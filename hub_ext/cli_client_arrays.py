@@ -1,11 +1,17 @@
-"""How the command line shows job arrays, and ``--array``: acting on every task of one."""
+"""How the command line shows job arrays, ``--array`` (acting on every task of one), and a task
+named by its array and index (``w50[3]``, Slurm's ``1234_3``)."""
 
 from __future__ import annotations
 
+import re
+
 from .cli import UsageError
+from .client import ComputeHubError
 
 WAITING = ("held", "pending", "awaiting_approval")
 LIVE = (*WAITING, "admitted", "running", "preempting", "cancelling", "reclaiming")
+ENDED = ("finished", "failed", "cancelled", "preempted", "reclaimed", "rejected")
+TASK = re.compile(r"^w?(\d{1,12})\[(\d{1,6})\]\Z")
 ARRAY_FLAG = "The ids name job arrays (the id of an array's first task): act on each of its tasks."
 
 
@@ -90,3 +96,41 @@ def array_summary(tasks: list[dict]) -> str:
     for w in tasks:
         counts[w["state"]] = counts.get(w["state"], 0) + 1
     return f"{len(tasks)} task{'s' if len(tasks) != 1 else ''}: " + ", ".join(f"{n} {s}" for s, n in counts.items())
+
+
+def task_resolver(tasks_of):
+    """A function from an id to a workload's id: ``w50[3]`` (task 3 of job array w50) to that
+    task's id, other ids as they are; LookupError for an index the array lacks.
+    ``tasks_of(array_id)`` lists an array's tasks (once per array)."""
+    known: dict[str, dict[int, str]] = {}
+
+    def resolve(text: str) -> str:
+        m = TASK.match(text.strip())
+        if not m:
+            return text
+        array, index = f"w{int(m.group(1)):07d}", int(m.group(2))
+        if array not in known:
+            known[array] = {w["array"]["index"]: w["id"] for w in tasks_of(array) if w.get("array")}
+        if index not in known[array]:
+            raise LookupError(f"{text}: no task {index} of a job array {array} you may see")
+        return known[array][index]
+    return resolve
+
+
+def every_task(ch):
+    """``task_resolver`` over the service's listing (ended tasks too)."""
+    return task_resolver(lambda array: ch.list(array=array, state=[*LIVE, *ENDED], limit=10_000)["workloads"])
+
+
+def by_index(ch, act):
+    """``act(id)`` that also takes ``w50[3]``; an index the array lacks is refused as the service
+    refuses an unknown id (404, one line)."""
+    resolve = every_task(ch)
+
+    def acting(text: str):
+        try:
+            wid = resolve(text)
+        except LookupError as e:
+            raise ComputeHubError(404, "not_found", str(e)) from None
+        return act(wid)
+    return acting

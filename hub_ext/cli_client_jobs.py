@@ -18,7 +18,7 @@ from traitlets import Bool, Int, Unicode
 from .cli import UsageError
 from .cli_client import (ClientCommand, SubmitApp, explain_pending, gpus_of, human_duration, parse_when,
                          printable, table)
-from .cli_client_arrays import LIVE, array_summary, array_words, cancel_hint, collapse, name_of
+from .cli_client_arrays import LIVE, array_summary, array_words, cancel_hint, collapse, every_task, name_of
 from .client import ComputeHubClient, ComputeHubError
 from .log_follow import ended_line, follow
 
@@ -165,7 +165,8 @@ class JobsApp(ClientCommand):
 
 class LogsApp(ClientCommand):
     name = "computehub logs"
-    description = "computehub logs ID [--follow] [--tail N]: a job's output (what the launcher recorded)."
+    description = ("computehub logs ID [--follow] [--tail N]: a job's output (what the launcher recorded); "
+                   "ID may name a job array's task by its index, w0000050[7].")
     positional, usage_args = 1, "a workload id"
     follow = Bool(False, help="Keep printing new lines until the job ends.").tag(config=True)
     raw = Bool(False, help="Print the output as it is, control characters (colours, cursor moves) "
@@ -180,6 +181,10 @@ class LogsApp(ClientCommand):
         if not 1 <= self.tail <= 100_000:
             raise UsageError(f"--tail must be from 1 to 100000, not {self.tail}")
         ch = self.client()
+        try:
+            wid = every_task(ch)(wid)          # w50[3]: task 3 of job array w50
+        except LookupError as e:
+            raise UsageError(str(e)) from None
         path = f"workloads/{quote(wid, safe='')}/logs"
         show = (lambda line: line) if self.raw else printable
 

@@ -19,7 +19,7 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
-from hub_ext.cli_client_arrays import collapse, name_of
+from hub_ext.cli_client_arrays import collapse, name_of, task_resolver
 from hub_ext.log_follow import ended_line, follow
 
 from . import jobs as J
@@ -262,6 +262,7 @@ class ComputeHubMagics(Magics):
             raise UsageError(f"--tail must be from 1 to 100000, not {args.tail}")
         try:
             client = self.client()
+            args.id = task_resolver(client.array_tasks)(args.id)      # w50[3]: task 3 of job array w50
             if not args.follow:
                 lines = client.logs(args.id, args.tail)
                 print("\n".join(lines)) if lines else print(f"{args.id}: no output yet")
@@ -271,7 +272,7 @@ class ComputeHubMagics(Magics):
                        on_empty=lambda: print(f"{args.id}: no output yet"), poll=POLL)
             print(ended_line(w))
             return None
-        except J.JobError as e:
+        except (J.JobError, LookupError) as e:
             return self._fail(e)
         except KeyboardInterrupt:
             return None
@@ -292,10 +293,11 @@ class ComputeHubMagics(Magics):
                 return self._fail(e)
             if not ids:
                 return self._fail(f"{', '.join(args.ids)}: no job array of yours with tasks to {fn.__name__}")
+        resolve = task_resolver(lambda array: self.client().array_tasks(array))     # w50[3]: its task 3
         for wid in ids:
             try:
-                print(act(args, wid))
-            except J.JobError as e:
+                print(act(args, resolve(wid)))
+            except (J.JobError, LookupError) as e:
                 self._fail(e)
 
     @_on_ids()

@@ -151,3 +151,25 @@ def test_an_arrays_limit_changes_while_it_runs(hub, submitted):  # noqa: F811
     ok(cli(hub, "alice", "cancel", "--array", first))
     line = one_line_error(cli(hub, "alice", "array-limit", first, "2"))
     assert f"no job array '{first}' with tasks waiting or running" in line, line
+
+
+def test_a_task_is_named_by_its_array_and_index(hub, submitted):  # noqa: F811
+    w = json.loads(ok(cli(hub, "alice", "submit", *SMALL, "--array", "3,7", "--hold", "--json")))
+    submitted.extend(("alice", t) for t in w["tasks"])
+    first = w["id"]
+    out = ok(cli(hub, "alice", "release", f"{first}[7]"))                 # Slurm's 1234_7
+    assert out.split()[:2] == [w["tasks"][1], "pending"], out
+    short = f"w{int(first[1:])}[3]"                                        # w and digits, as ids go
+    out = ok(cli(hub, "alice", "cancel", short, f"{first}[7]"))
+    assert [line.split()[0] for line in out.splitlines()] == w["tasks"], out
+    other = json.loads(ok(cli(hub, "alice", "submit", *SMALL, "--hold", "--json")))["id"]
+    submitted.append(("alice", other))
+    r = cli(hub, "alice", "cancel", f"{first}[5]", other)
+    assert r.returncode == 2 and f"{first}[5]: no task 5 of a job array {first} you may see" in r.stderr, r
+    assert r.stdout.split()[:2] == [other, "cancelled"]                     # the others still go ahead
+    line = one_line_error(cli(hub, "alice", "logs", f"{first}[9]"))
+    assert f"no task 9 of a job array {first}" in line, line
+    line = one_line_error(cli(hub, "carol", "logs", f"{first}[3]"))        # not hers: as if none
+    assert f"no task 3 of a job array {first} you may see" in line, line
+    r = cli(hub, "alice", "logs", f"{first}[3]")
+    assert r.returncode == 0 and "no output yet" in r.stderr, r             # it never ran: resolved, no log

@@ -408,6 +408,9 @@ def test_a_job_array_runs_each_index_at_most_n_at_a_time(setup):
     assert len(rows) == 1 and rows[0].split()[:2] == [later, f"{later}[0-2]"], rows     # one row for the three
     out = k.run("answer = later.set_limit(1)\nprint(answer['limit'], len(answer['tasks']), later.limit)")
     assert out["stdout"].split() == ["1", "3", "1"], out
+    out = k.run(f"%logs {later}[2]\n%logs {later}[5]")                # a task by its array and index
+    assert out["stdout"].strip() == f"{tasks[2]}: no output yet", out
+    assert out["stderr"].strip() == f"computehub: {later}[5]: no task 5 of a job array {later} you may see", out
     assert k.run(f"%release --array {later}")["stdout"].split() == [f"{tasks[0]}:", "pending", f"{tasks[1]}:",
                                                                      "pending", f"{tasks[2]}:", "pending"]
     out = k.run(f"%cancel --array {later}")
