@@ -332,17 +332,19 @@ def for_each_id(ids, act, line) -> int:
 
 class UsageApp(ClientCommand):
     name = "computehub usage"
-    description = ("GPU-hours and cost in a time window, grouped by user, queue, GPU flavor or workload. "
+    description = ("GPU-hours and cost in a time window, grouped by user, queue, GPU flavor, workload or job "
+                   "array. "
                    "You see your own usage, a team lead their team's, an admin everybody's.")
     examples = """
 computehub usage
 computehub usage --since 30d --by queue
 computehub usage --since 2025-01-01 --until 2025-02-01 --by flavor --json
+computehub usage --since 30d --by array      # what each sweep cost
 """
     since = Unicode("7d", help="Start: a duration ago (7d, 12h, 30m) or a date (2025-01-31).").tag(config=True)
     until = Unicode("", help="End: a duration ago or a date (default: now).").tag(config=True)
-    by = Enum(["user", "queue", "flavor", "workload"], default_value="user",
-              help="Group the rows by user, queue, flavor or workload.").tag(config=True)
+    by = Enum(["user", "queue", "flavor", "workload", "array"], default_value="user",
+              help="Group the rows by user, queue, flavor, workload or job array.").tag(config=True)
     aliases = {**ClientCommand.aliases, "since": "UsageApp.since", "until": "UsageApp.until",
                "by": "UsageApp.by"}
 
@@ -358,7 +360,7 @@ computehub usage --since 2025-01-01 --until 2025-02-01 --by flavor --json
         span = f"{_date(data['start'])} → {_date(data['end'])}"
         if not data["rows"]:
             return print(f"no GPU usage {span}")
-        who = ["user", "queue"] if self.by == "workload" else []       # whose, and where
+        who = ["user", "queue"] if self.by in ("workload", "array") else []       # whose, and where
         rows = [[r[self.by], *(r.get(k, "") for k in who), _amount(r["gpu_hours"]), _amount(r["cost"])]
                 for r in data["rows"]]
         rows.append(["total", *("" for _ in who), _amount(sum(r["gpu_hours"] for r in data["rows"])),

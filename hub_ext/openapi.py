@@ -187,7 +187,7 @@ def document(version: str) -> dict:
             "/api/v1/usage": {"get": _op("GPU-hours and cost in a window", _ok("#/components/schemas/Usage"),
                                          params=[_q("start", {"type": "number"}), _q("end", {"type": "number"}),
                                                  _q("by", {"type": "string",
-                                                           "enum": ["workload", "user", "queue", "flavor"]})],
+                                                           "enum": ["workload", "user", "queue", "flavor", "array"]})],
                                          scope=ANY)},
             "/api/v1/approvals": {"get": _op("Workloads waiting for approval", _ok("#/components/schemas/ApprovalList"),
                                              scope=ADMIN)},

@@ -18,7 +18,8 @@ from .base import APIError, BaseHandler
 from .pages import PageHandler
 
 WINDOWS = (1, 7, 30, 90)      # days the page offers
-BY_WORDS = {"user": "user", "queue": "queue", "flavor": "GPU model", "workload": "workload"}
+BY_WORDS = {"user": "user", "queue": "queue", "flavor": "GPU model", "workload": "workload", "array": "job array"}
+WHOSE = ("workload", "array")       # rows that name their user and queue too
 
 
 def visible_usage(caller, sched, start: float, end: float, by: str) -> list[dict]:
@@ -101,7 +102,7 @@ class UsageCSV(_UsageView):
     @web.authenticated
     async def get(self):
         r = self.report()
-        who = ["user", "queue"] if r["by"] == "workload" else []
+        who = ["user", "queue"] if r["by"] in WHOSE else []
         out = io.StringIO()
         w = csv.writer(out)
         w.writerow([r["by"], *who, "gpu_hours", "cost", "share"])

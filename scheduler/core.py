@@ -304,7 +304,8 @@ class Scheduler(DurableMemory, Cancels, Dependencies, Holds, ArrayLimits, StartD
                     if v.state in TERMINAL:
                         self.state.workloads.pop(v.id, None)
             for w in res.admitted:
-                self.store.open_allocation(Allocation(w.id, w.user, w.queue, self._booked_flavor(w), w.gpus, now))
+                self.store.open_allocation(Allocation(w.id, w.user, w.queue, self._booked_flavor(w), w.gpus, now,
+                                                      array_id=w.array["id"] if w.array else None))
                 self._event(now, "admitted", w, "", placement=[a.to_dict() for a in w.placement])
             self.store.put_fairshare(now, self.engine.fairshare.snapshot())
         self.last = res

@@ -358,7 +358,8 @@ class Event:
 
 @dataclass(slots=True)
 class Allocation:
-    """A ledger interval: a workload held ``gpus`` GPUs of ``flavor`` from start to end."""
+    """A ledger interval: a workload held ``gpus`` GPUs of ``flavor`` from start to end
+    (``array_id``: the job array it is a task of, if any)."""
 
     workload_id: str
     user: str
@@ -367,6 +368,7 @@ class Allocation:
     gpus: int
     start: float
     end: float | None = None
+    array_id: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -110,7 +110,7 @@ class SqlReads:
         """Ledger intervals that overlap [start, end), in the order they were opened."""
         al = T.allocations
         q = select(al.c.workload_id, al.c.user, al.c.queue, al.c.flavor, al.c.gpus,
-                   al.c.start, al.c.end).order_by(al.c.id)
+                   al.c.start, al.c.end, al.c.array_id).order_by(al.c.id)
         if end is not None:
             q = q.where(al.c.start < end)
         if start is not None:

@@ -94,6 +94,7 @@ class AllocationRow(Base):
     gpus: Mapped[int] = mapped_column(Integer)
     start: Mapped[float] = mapped_column(index=True)
     end: Mapped[float | None] = mapped_column(index=True)
+    array_id: Mapped[str | None] = mapped_column(String)     # the job array of the workload, if any
 
 
 class FairshareRow(Base):

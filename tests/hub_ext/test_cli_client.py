@@ -218,6 +218,20 @@ def test_usage(hub, submitted):
     header, *rows = ok(cli(hub, "ada", "usage", "--by", "workload", "--since", "1d")).splitlines()[1:]
     assert header.split()[:5] == ["WORKLOAD", "USER", "QUEUE", "GPU-HOURS", "COST"], header
     assert any(r.split()[:3] == [w["id"], "alice", "vision"] for r in rows), rows
+    # By job array: its tasks' GPU-hours as one row, whose and where.
+    arr = submit(hub, submitted, "alice", "--gpus", "1", "--queue", "vision", "--array", "0-1")
+    submitted.extend(("alice", t) for t in arr["tasks"][1:])
+    for t in arr["tasks"]:
+        deadline = time.time() + 15
+        while hub.call("GET", f"/workloads/{t}", hub.tokens["alice"]).json()["state"] != "admitted":
+            assert time.time() < deadline, "not admitted"
+            time.sleep(0.1)
+    time.sleep(1.1)
+    ok(cli(hub, "alice", "cancel", "--array", arr["id"]))
+    header, *rows = ok(cli(hub, "ada", "usage", "--by", "array", "--since", "1d")).splitlines()[1:]
+    assert header.split()[:3] == ["ARRAY", "USER", "QUEUE"], header
+    assert any(r.split()[:3] == [arr["id"], "alice", "vision"] for r in rows), rows
+    assert not any(r.split()[0] == w["id"] for r in rows)                 # work alone is not an array
 
 
 def test_approvals_reject(hub, submitted):

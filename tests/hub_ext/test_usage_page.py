@@ -66,6 +66,24 @@ def test_usage_page_and_csv_show_what_each_may_see(hub, browser):
         table = {row["workload"]: row for row in csv.DictReader(io.StringIO(r.text()))}
         assert float(table[alices]["gpu_hours"]) == pytest.approx(api[alices]["gpu_hours"], abs=1e-6)
         assert (table[alices]["user"], table[alices]["queue"]) == ("alice", "vision")
+        # By job array: a 2-task array's GPU-seconds as one row, with whose it is.
+        r = call(hub, "alice", "POST", "/api/v1/workloads", {"queue": "vision", "resources": {"gpu": 1},
+                                                             "name": "alice-sweep", "array": "0-1"})
+        assert r.status_code == 201, r.text
+        tasks = r.json()["tasks"]
+        for t in tasks:
+            wait_state(hub, t)
+        time.sleep(0.5)
+        for t in tasks:
+            assert call(hub, "alice", "DELETE", f"/api/v1/workloads/{t}").status_code == 200
+        by_array = _api_rows(hub, "ada", "array")
+        assert set(by_array) == {tasks[0]} and by_array[tasks[0]]["user"] == "alice"
+        by_w = _api_rows(hub, "ada", "workload")
+        assert by_array[tasks[0]]["gpu_seconds"] == pytest.approx(sum(by_w[t]["gpu_seconds"] for t in tasks), abs=1e-3)
+        page.goto(hub.service_url + "/usage?days=1&by=array")
+        row = page.locator(f"tr[data-key='{tasks[0]}']")
+        assert row.locator("td").nth(0).inner_text() == "alice" and row.locator("td").nth(1).inner_text() == "vision"
+        sync_api.expect(page.locator("table caption")).to_contain_text("By job array")
         # A window the page does not offer: a 400 page that says which it does.
         resp = page.goto(hub.service_url + "/usage?days=3")
         assert resp.status == 400 and "days must be one of 1, 7, 30, 90, not '3'" in page.locator("main").inner_text()

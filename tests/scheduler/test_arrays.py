@@ -226,3 +226,18 @@ def test_corr_pairs_two_arrays_task_by_task():
     with pytest.raises(ValidationError, match="name the other array as"):
         job(s, gpus=1, now=5, array="0-1", after=[f"{prep[0].id}:corr"])
     assert s.store.count_workloads() == 6                                   # nothing of the refused
+
+
+def test_usage_by_array_counts_each_arrays_tasks(store_url):
+    s = Scheduler(store=SqlStore(store_url))
+    s.put_node({"name": "n0", "gpus": 8, "cpu": 64, "memory": "512Gi"}, now=0)
+    s.put_queue({"name": "a", "guaranteed": {"gpu": 8}}, now=0)
+    sweep = s.submit({"user": "ada", "queue": "a", "resources": {"gpu": 2}, "array": "0-2"}, now=0)
+    alone = s.submit({"user": "ada", "queue": "a", "resources": {"gpu": 1}}, now=0)
+    s.cycle(now=0)
+    for t in sweep:
+        s.mark_finished(t.id, now=3600)                  # 3 tasks × 2 GPUs × 1 h
+    s.mark_finished(alone.id, now=1800)
+    rows = s.usage(0, 7200, by="array")
+    assert [(r["array"], r["user"], r["queue"], r["gpu_hours"]) for r in rows] == [(sweep[0].id, "ada", "a", 6.0)]
+    assert {r["workload"] for r in s.usage(0, 7200, by="workload")} == {t.id for t in sweep} | {alone.id}

@@ -145,3 +145,18 @@ def test_0003_keeps_work_stored_before_arrays_and_lists_an_arrays_tasks(engine, 
     s.close()
     run(engine, "downgrade", "0002")
     assert "array_id" not in {c["name"] for c in inspect(engine).get_columns("workloads")}
+
+
+def test_0003_keeps_ledger_intervals_recorded_before_arrays(engine, store_url):
+    run(engine, "upgrade", "0002")
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            'INSERT INTO allocations (workload_id, "user", queue, flavor, gpus, start, "end") VALUES (%s)'
+            % ", ".join(["?" if engine.dialect.name == "sqlite" else "%s"] * 7), ("w1", "u", "q", "any", 2, 0.0, 3600.0))
+    run(engine, "upgrade", "head")
+    assert diffs(engine) == []
+    s = SqlStore(store_url)
+    assert [(a.workload_id, a.array_id) for a in s.get_allocations()] == [("w1", None)]
+    s.close()
+    run(engine, "downgrade", "0002")
+    assert "array_id" not in {c["name"] for c in inspect(engine).get_columns("allocations")}
