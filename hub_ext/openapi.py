@@ -7,6 +7,7 @@ described here is routed.
 
 from __future__ import annotations
 
+from scheduler.ledger import GROUPS
 from scheduler.model import KINDS
 
 from .api_workloads import STATES
@@ -187,7 +188,7 @@ def document(version: str) -> dict:
             "/api/v1/usage": {"get": _op("GPU-hours and cost in a window", _ok("#/components/schemas/Usage"),
                                          params=[_q("start", {"type": "number"}), _q("end", {"type": "number"}),
                                                  _q("by", {"type": "string",
-                                                           "enum": ["workload", "user", "queue", "flavor", "array"]})],
+                                                           "enum": list(GROUPS)})],
                                          scope=ANY)},
             "/api/v1/approvals": {"get": _op("Workloads waiting for approval", _ok("#/components/schemas/ApprovalList"),
                                              scope=ADMIN)},

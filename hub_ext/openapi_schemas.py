@@ -3,6 +3,8 @@ API takes and the objects it answers with."""
 
 from __future__ import annotations
 
+from scheduler.ledger import GROUPS
+
 _NAME = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._@-]{0,62}$"}
 # Not oneOf [integer, number, ...]: an integer is also a number, so 4 would match two and be invalid.
 _QUANTITY = {"oneOf": [{"type": "number", "minimum": 0}, {"type": "string"}]}
@@ -216,11 +218,11 @@ def schemas() -> dict:
         "Events": {"type": "object"},
         "Usage": {"type": "object", "properties": {
             "start": {"type": "number"}, "end": {"type": "number"},
-            "by": {"type": "string", "enum": ["workload", "user", "queue", "flavor"]},
+            "by": {"type": "string", "enum": list(GROUPS)},
             "rows": {"type": "array", "items": {"type": "object", "properties": {
                 "gpu_seconds": {"type": "number"}, "gpu_hours": {"type": "number"},
                 "cost": {"type": "number", "description": "GPU-hours × the flavor's price (prices)"},
-                "user": {"type": "string", "description": "by workload: whose it is"},
-                "queue": {"type": "string", "description": "by workload: its queue"}},
+                "user": {"type": "string", "description": "by workload or array: whose it is"},
+                "queue": {"type": "string", "description": "by workload or array: its queue"}},
                 "additionalProperties": {"type": "string", "description": "the key: the `by` field"}}}}},
     }
