@@ -17,6 +17,8 @@ from datetime import datetime
 
 from traitlets import Bool, Enum, Int, Unicode
 
+from scheduler.ledger import OWNED
+
 from .cli import Command, UsageError
 from .cli_client_arrays import ARRAY_FLAG, array_words, by_index, cancel_hint, collapse, name_of, task_ids
 from .client import ComputeHubClient, ComputeHubError
@@ -360,7 +362,7 @@ computehub usage --since 30d --by array      # what each sweep cost
         span = f"{_date(data['start'])} → {_date(data['end'])}"
         if not data["rows"]:
             return print(f"no GPU usage {span}")
-        who = ["user", "queue"] if self.by in ("workload", "array") else []       # whose, and where
+        who = ["user", "queue"] if self.by in OWNED else []       # whose, and where
         rows = [[r[self.by], *(r.get(k, "") for k in who), _amount(r["gpu_hours"]), _amount(r["cost"])]
                 for r in data["rows"]]
         rows.append(["total", *("" for _ in who), _amount(sum(r["gpu_hours"] for r in data["rows"])),

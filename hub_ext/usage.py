@@ -12,14 +12,13 @@ import time
 from tornado import web
 
 from scheduler import ledger
-from scheduler.ledger import GROUPS
+from scheduler.ledger import GROUPS, OWNED
 
 from .base import APIError, BaseHandler
 from .pages import PageHandler
 
 WINDOWS = (1, 7, 30, 90)      # days the page offers
 BY_WORDS = {"user": "user", "queue": "queue", "flavor": "GPU model", "workload": "workload", "array": "job array"}
-WHOSE = ("workload", "array")       # rows that name their user and queue too
 
 
 def visible_usage(caller, sched, start: float, end: float, by: str) -> list[dict]:
@@ -85,7 +84,8 @@ class _UsageView(PageHandler):
         total = sum(r["gpu_seconds"] for r in rows)
         for r in rows:
             r["share"] = r["gpu_seconds"] / total if total else 0.0
-        return {"days": int(days), "by": by, "start": start, "end": end, "rows": rows, "total_seconds": total,
+        return {"days": int(days), "by": by, "owned": by in OWNED, "start": start, "end": end, "rows": rows,
+                "total_seconds": total,
                 "total_cost": round(sum(r["cost"] for r in rows), 6)}
 
 
@@ -102,7 +102,7 @@ class UsageCSV(_UsageView):
     @web.authenticated
     async def get(self):
         r = self.report()
-        who = ["user", "queue"] if r["by"] in WHOSE else []
+        who = ["user", "queue"] if r["by"] in OWNED else []
         out = io.StringIO()
         w = csv.writer(out)
         w.writerow([r["by"], *who, "gpu_hours", "cost", "share"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 from .model import Allocation
 
 GROUPS = ("workload", "user", "queue", "flavor", "array")
+OWNED = ("workload", "array")       # groupings whose rows also say whose they are and their queue
 
 
 def usage(allocations: list[Allocation], start: float, end: float, by: str = "user",
@@ -36,7 +37,7 @@ def usage(allocations: list[Allocation], start: float, end: float, by: str = "us
         key = {"workload": a.workload_id, "user": a.user, "queue": a.queue, "flavor": a.flavor,
                "array": a.array_id}[by]
         r = rows.setdefault(key, {by: key, "gpu_seconds": 0.0, "cost": 0.0})
-        if by in ("workload", "array"):    # whose, and where: a bare id says little
+        if by in OWNED:                    # whose, and where: a bare id says little
             r.setdefault("user", a.user)
             r.setdefault("queue", a.queue)
         r["gpu_seconds"] += secs
