@@ -1,4 +1,5 @@
-"""``computehub bench <scale|api|replay|replay-grid|slurm|spawn|history> [options]``: run one benchmark of bench/.
+"""``computehub bench <scale|api|replay|replay-grid|slurm|array-ops|spawn|history> [options]``: run one
+benchmark of bench/.
 
 Each benchmark is a script in the repository's ``bench/`` folder (benchmarks are not
 part of the installed package); this command runs it with the same Python and passes
@@ -23,6 +24,8 @@ BENCHMARKS = {
     "replay-grid": ("replay_grid.py", "the replay's targets for the default under 5 team splits and "
                                       "over-estimates at once, beside a variant's"),
     "slurm": ("slurm.py", "end-to-end job throughput against Slurm on this machine"),
+    "array-ops": ("array_ops.py", "release, hold and cancel of a 1,000-task job array: one request, one per "
+                                  "task, and Slurm's"),
     "spawn": ("spawn_queue.py", "time the queue adds to a notebook spawn"),
     "history": ("history.py", "reads through the hub with a year of ended work against none"),
 }

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import time
 from datetime import datetime
 
@@ -20,7 +19,8 @@ from traitlets import Bool, Enum, Int, Unicode
 from scheduler.ledger import OWNED
 
 from .cli import Command, UsageError
-from .cli_client_arrays import ARRAY_FLAG, array_words, by_index, cancel_hint, collapse, name_of, task_ids
+from .cli_client_arrays import ARRAY_FLAG, array_words, by_index, cancel_hint, collapse, name_of
+from .cli_each import act_on_arrays, for_each_id, printable, report  # noqa: F401 (printable: for the others)
 from .client import ComputeHubClient, ComputeHubError
 
 KINDS = ("training", "batch", "inference", "notebook")
@@ -80,17 +80,6 @@ def gpus_of(w: dict) -> str:
     return f"{w.get('workers', 1)}×{g}{model}" if w.get("workers", 1) > 1 else f"{g}{model}"
 
 
-# Control characters (C0 but tab, DEL, C1) and bidi overrides/isolates: text from the service (names,
-# reasons, other users' job output) must not drive the reader's terminal.
-_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-
-
-def printable(text, keep_tabs: bool = True) -> str:
-    """``text`` with control characters shown as escapes (``\x1b``), never sent to the terminal."""
-    out = _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(text))
-    return out if keep_tabs else out.replace("\t", "\\t")
-
-
 def table(rows: list[list], header: list[str]) -> str:
     """An aligned text table; the last column is left unpadded (it may be long). Cells are
     ``printable``: a name or reason cannot drive the terminal or break the rows."""
@@ -134,12 +123,6 @@ class ClientCommand(Command):
 
     def emit(self, data) -> None:
         print(json.dumps(data, indent=2, sort_keys=False))
-
-
-def report(e: ComputeHubError) -> int:
-    print(f"computehub: error: {printable(e.message)}", file=sys.stderr)
-    mistake = e.code in ("no_token", "no_url", "wrong_url") or (e.status is not None and 400 <= e.status < 500)
-    return 2 if mistake else 1
 
 
 class SubmitApp(ClientCommand):
@@ -313,23 +296,9 @@ computehub cancel 'w0000050[7]'              # task 7 of that array
             return f"{w['id']}  {w['state']}{then}"
 
         ch = self.client()
-        return for_each_id(task_ids(ch, ids) if self.array else ids, by_index(ch, ch.cancel), line)
-
-
-def for_each_id(ids, act, line) -> int:
-    """``act(id)`` for each id, printing ``line(answer)``; a refusal is one line on stderr and
-    the others still go ahead (the exit code: 2 if one was the caller's mistake)."""
-    rc = 0
-    for wid in ids:
-        try:
-            w = act(wid)
-        except ComputeHubError as e:
-            if e.status is None:         # no service: the other ids would fail the same way
-                raise
-            rc = max(rc, report(e))
-            continue
-        print(line(w))
-    return rc
+        if self.array:
+            return act_on_arrays(ch, ids, "cancel")
+        return for_each_id(ids, by_index(ch, ch.cancel), line)
 
 
 class UsageApp(ClientCommand):

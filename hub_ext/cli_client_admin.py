@@ -12,8 +12,9 @@ import time
 from traitlets import Bool, Float, Unicode
 
 from .cli import UsageError
-from .cli_client import ClientCommand, for_each_id, gpus_of, human_duration, printable, table
-from .cli_client_arrays import ARRAY_FLAG, name_of, task_ids
+from .cli_client import ClientCommand, gpus_of, human_duration, printable, table
+from .cli_client_arrays import ARRAY_FLAG, name_of
+from .cli_each import act_on_arrays
 
 _ADMIN_NOTE = " Needs the ComputeHub admin scope (custom:computehub:admin)."
 
@@ -263,8 +264,7 @@ class ApproveApp(ClientCommand):
             raise UsageError("say why with --reason TEXT: the user sees it")
         ch = self.client()
         if self.array:
-            ids = task_ids(ch, [wid], lambda w: w["state"] == "awaiting_approval", "awaiting approval")
-            return for_each_id(ids, lambda i: ch.decide(i, self.approve, self.reason), self._line)
+            return act_on_arrays(ch, [wid], "approve" if self.approve else "reject", self.reason)
         w = ch.decide(wid, self.approve, self.reason)
         if self.json:
             self.emit(w)

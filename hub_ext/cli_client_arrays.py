@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import re
 
-from .cli import UsageError
 from .client import ComputeHubError
 
 WAITING = ("held", "pending", "awaiting_approval")
 LIVE = (*WAITING, "admitted", "running", "preempting", "cancelling", "reclaiming")
 ENDED = ("finished", "failed", "cancelled", "preempted", "reclaimed", "rejected")
 TASK = re.compile(r"^w?(\d{1,12})\[(\d{1,6})\]\Z")
+DONE = {"cancel": "cancelled", "hold": "held", "release": "released", "approve": "approved", "reject": "rejected"}
 ARRAY_FLAG = "The ids name job arrays (the id of an array's first task): act on each of its tasks."
 
 
@@ -69,27 +69,6 @@ def collapse(items: list[dict]) -> list[dict]:
     return out
 
 
-def task_ids(ch, arrays, keep=lambda w: True, what: str = "that are still live") -> list[str]:
-    """The live tasks of each named array that ``keep`` accepts, in index order. An id that names
-    no array the caller may see (or none of whose tasks ``keep`` accepts) is a usage error."""
-    out = []
-    for array in arrays:
-        found = [w["id"] for w in ch.list(array=array, state=list(LIVE), limit=10_000)["workloads"] if keep(w)]
-        if not found:
-            raise UsageError(f"{array} names no job array you may see with tasks {what}")
-        out += found
-    return out
-
-
-def holdable(w: dict) -> bool:
-    """Waiting and not held back already (work held only for what it runs after may be)."""
-    return w["state"] == "pending" or (w["state"] == "held" and "hold" not in (w.get("metadata") or {}))
-
-
-def held_back(w: dict) -> bool:
-    return "hold" in (w.get("metadata") or {})
-
-
 def array_summary(tasks: list[dict]) -> str:
     """``10 tasks: 3 finished, 2 running, 5 pending`` (states in the order first met)."""
     counts: dict[str, int] = {}
@@ -134,3 +113,16 @@ def by_index(ch, act):
             raise ComputeHubError(404, "not_found", str(e)) from None
         return act(wid)
     return acting
+
+
+def array_line(out: dict) -> str:
+    """``array w0000050: cancelled 4 tasks (w0000050..w0000053): 1 cancelling, 3 cancelled``."""
+    tasks, counts = out["tasks"], {}
+    for state in out["states"].values():
+        counts[state] = counts.get(state, 0) + 1
+    ids = ", ".join(tasks[:3]) + (f" and {len(tasks) - 3} more" if len(tasks) > 3 else "")
+    if len(tasks) > 3 and int(tasks[-1][1:]) - int(tasks[0][1:]) == len(tasks) - 1:
+        ids = f"{tasks[0]}..{tasks[-1]}"             # ids in a row
+    n = f"{len(tasks)} task{'s' if len(tasks) != 1 else ''}"
+    now = ", ".join(f"{k} {s.replace('_', ' ')}" for s, k in counts.items())
+    return f"array {out['array']}: {DONE[out['action']]} {n} ({ids}): {now}"

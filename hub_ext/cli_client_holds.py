@@ -7,7 +7,8 @@ from traitlets import Bool, Unicode
 
 from .cli import UsageError
 from .cli_client import ClientCommand, for_each_id
-from .cli_client_arrays import ARRAY_FLAG, by_index, held_back, holdable, task_ids
+from .cli_each import act_on_arrays
+from .cli_client_arrays import ARRAY_FLAG, by_index
 
 
 class HoldApp(ClientCommand):
@@ -28,7 +29,8 @@ computehub release w0000042
 
     def run(self, *ids):
         ch = self.client()
-        ids = task_ids(ch, ids, holdable, "waiting and not held already") if self.array else ids
+        if self.array:
+            return act_on_arrays(ch, ids, "hold", self.reason)
         return for_each_id(ids, by_index(ch, lambda wid: ch.hold(wid, self.reason)),
                            lambda w: f"{w['id']}  {w['state']}  ({w['reason']})")
 
@@ -48,7 +50,8 @@ computehub release --array w0000050
 
     def run(self, *ids):
         ch = self.client()
-        ids = task_ids(ch, ids, held_back, "held back ('computehub hold')") if self.array else ids
+        if self.array:
+            return act_on_arrays(ch, ids, "release")
         return for_each_id(ids, by_index(ch, ch.release),
                            lambda w: f"{w['id']}  {w['state']}" + (f"  ({w['reason']})" if w["reason"] else ""))
 

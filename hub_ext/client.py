@@ -207,6 +207,12 @@ class ComputeHubClient:
         return self.request("POST", f"workloads/{quote(str(workload_id), safe='')}/array-limit",
                             body={"limit": limit})
 
+    def array_action(self, workload_id: str, action: str, reason: str = "") -> dict:
+        """Cancel, hold, release, approve or reject every task of the job array ``workload_id``
+        belongs to that the action applies to, at once (``reason``: for hold and reject)."""
+        return self.request("POST", f"workloads/{quote(str(workload_id), safe='')}/array-action",
+                            body={"action": action, **({"reason": reason} if reason else {})})
+
     def report_checkpoint(self, workload_id: str, at: float | None = None, on_stop: bool = False) -> dict:
         """Running work saved a checkpoint (at ``at``, a UNIX time; default now); ``on_stop``:
         the save was made because the job was told to stop. Preemption then knows what

@@ -121,6 +121,16 @@ def document(version: str) -> dict:
                             "tasks waits or runs", _ok("#/components/schemas/ArrayLimit"), params=[wid],
                             body="#/components/schemas/ArrayLimitChange",
                             scope="custom:computehub:submit (own) or submit-on-behalf")},
+            "/api/v1/workloads/{workload_id}/array-action": {
+                "post": _op("Cancel, hold, release, approve or reject every task of a job array it applies to "
+                            "({workload_id} any of its tasks), in one transaction: all of it or none. Tasks "
+                            "a rule keeps as they are (an admin's hold) are listed in `refused`; 409 when "
+                            "no task is one the action applies to (or, every such task refused, the first "
+                            "refusal: 403 or 409); 404 when none of its tasks waits or runs",
+                            _ok("#/components/schemas/ArrayActionResult"), params=[wid],
+                            body="#/components/schemas/ArrayAction",
+                            scope="custom:computehub:submit (own) or submit-on-behalf; approve and reject: "
+                                  "custom:computehub:admin")},
             "/api/v1/workloads/{workload_id}/release": {
                 "post": _op("Take the hold off: it joins the line now, its wait counted from now (or stays "
                             "held until what it runs after has ended). 403 for an admin's hold released by "

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from scheduler.ledger import GROUPS
 
+from .api_workloads import STATES
+
 _NAME = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._@-]{0,62}$"}
 # Not oneOf [integer, number, ...]: an integer is also a number, so 4 would match two and be invalid.
 _QUANTITY = {"oneOf": [{"type": "number", "minimum": 0}, {"type": "string"}]}
@@ -28,6 +30,21 @@ def schemas() -> dict:
             "limit": {"type": "integer"},
             "tasks": {"type": "array", "items": {"type": "string"},
                       "description": "its tasks still waiting or running, each now with this limit"}}},
+        "ArrayAction": {"type": "object", "additionalProperties": False, "required": ["action"], "properties": {
+            "action": {"type": "string", "enum": ["cancel", "hold", "release", "approve", "reject"]},
+            "reason": {"type": "string", "maxLength": 2000,
+                       "description": "why (hold: at most 500 characters; reject); cancel and release take none"},
+            "states": {"type": "array", "minItems": 1, "items": {"type": "string", "enum": list(STATES)},
+                       "description": "only the tasks in these states (a row of its pending tasks: pending)"}}},
+        "ArrayActionResult": {"type": "object", "required": ["array", "action", "tasks", "states", "refused"],
+                              "properties": {
+            "array": {"type": "string", "description": "the array's id (its first task's)"},
+            "action": {"type": "string"},
+            "tasks": {"type": "array", "items": {"type": "string"}, "description": "the tasks it acted on"},
+            "states": {"type": "object", "additionalProperties": {"type": "string"},
+                       "description": "each of them: its state now"},
+            "refused": {"type": "object", "additionalProperties": {"type": "string"},
+                        "description": "tasks left as they were: why"}}},
         "Submit": {"type": "object", "additionalProperties": False, "properties": {
             "name": {"type": "string", "maxLength": 128,
                      "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f\\u2028\\u2029\\u202a-\\u202e\\u2066-\\u2069]*$",

@@ -2,26 +2,24 @@
 
 A ``JobArray`` is a list of its tasks' ``Job`` handles (``sweep[3].logs()``), named by its first
 task's id (``sweep.id``), with what acts on every task: ``counts()``, ``wait()``, ``cancel()``,
-``hold()``, ``release()``, ``set_limit(n)``. ``after=sweep`` runs a job after every task (``w12[]``).
+``hold()``, ``release()``, ``set_limit(n)`` (each one request: the service acts on every task in one
+transaction). ``after=sweep`` runs a job after every task (``w12[]``).
 """
 
 from __future__ import annotations
 
 import time
+import urllib.parse
 
-from .jobs import TERMINAL, WAITING, Client, Job, JobError
-
-LIVE = (*WAITING, "admitted", "running", "preempting", "reclaiming")     # "cancelling" is on its way out
-HOLD = "hold"              # the metadata key of a hold (scheduler.model.HOLD)
+from .jobs import TERMINAL, Client, Job, JobError
 
 
-def holdable(w: dict) -> bool:
-    """Waiting and not held back already (work held only for what it runs after may be)."""
-    return w["state"] == "pending" or (w["state"] == "held" and HOLD not in (w.get("metadata") or {}))
-
-
-def held_back(w: dict) -> bool:
-    return HOLD in (w.get("metadata") or {})
+def act_on_array(client: Client, array_id: str, action: str, reason: str = "") -> dict:
+    """``action`` (cancel, hold, release) on each task of a job array it applies to, in one
+    request: ``{"array", "action", "tasks": [ids acted on], "states": {id: state}, "refused":
+    {id: why it was left as it was}}``."""
+    return client.request("POST", f"workloads/{urllib.parse.quote(array_id, safe='')}/array-action",
+                          {"action": action, **({"reason": reason} if reason else {})})
 
 
 class JobArray(list):
@@ -62,16 +60,21 @@ class JobArray(list):
                 raise JobError(f"array {self.id}: {len(live)} of {len(tasks)} tasks still live after {timeout:g} s")
             time.sleep(every)
 
-    def _each(self, keep, act) -> list[dict]:
-        return [act(w["id"]) for w in self.tasks() if keep(w)]
+    def _act(self, action: str, reason: str = "") -> dict:
+        try:
+            return act_on_array(self.client, self.id, action, reason)
+        except JobError as e:
+            if e.status in (404, 409):      # no task left that it applies to: nothing to do
+                return {"array": self.id, "action": action, "tasks": [], "states": {}, "refused": {}}
+            raise
 
-    def cancel(self) -> list[dict]:
-        """Cancel every task still waiting or running; returns their records."""
-        return self._each(lambda w: w["state"] in LIVE, self.client.cancel)
+    def cancel(self) -> dict:
+        """Cancel every task still waiting or running: ``{"tasks": [ids], "states": {id: state}, ...}``."""
+        return self._act("cancel")
 
-    def hold(self, reason: str = "") -> list[dict]:
+    def hold(self, reason: str = "") -> dict:
         """Hold back every task that waits and is not held back already."""
-        return self._each(holdable, lambda wid: self.client.hold(wid, reason))
+        return self._act("hold", reason)
 
     def set_limit(self, limit: int) -> dict:
         """From now on run at most ``limit`` tasks at a time (0: no limit); tasks running beyond a
@@ -80,6 +83,6 @@ class JobArray(list):
         self.limit = answer["limit"]
         return answer
 
-    def release(self) -> list[dict]:
-        """Release every task held back (``hold``)."""
-        return self._each(held_back, self.client.release)
+    def release(self) -> dict:
+        """Release every task held back (``hold``); ``refused`` names those an admin holds."""
+        return self._act("release")

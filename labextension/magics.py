@@ -19,12 +19,12 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
-from hub_ext.cli_client_arrays import collapse, name_of, task_resolver
+from hub_ext.cli_client_arrays import array_line, collapse, name_of, task_resolver
 from hub_ext.log_follow import ended_line, follow
 
 from . import jobs as J
 from .display import POLL, ArrayFollower, Follower, bundle, describe, describe_array
-from .job_arrays import LIVE, JobArray, held_back, holdable
+from .job_arrays import JobArray, act_on_array
 
 def _common(f):
     for a in reversed([
@@ -277,24 +277,27 @@ class ComputeHubMagics(Magics):
         except KeyboardInterrupt:
             return None
 
-    def _each(self, fn, line: str, act, keep=lambda w: w["state"] in LIVE) -> None:
-        """``act(args, id)`` for each id on the line (``--array``: each task of the arrays they name
-        that ``keep`` accepts), printing what it says; a refusal is one line."""
+    def _each(self, fn, line: str, act) -> None:
+        """``act(args, id)`` for each id on the line, printing what it says (``--array``: the same
+        action on each task of the arrays they name, one request each); a refusal is one line."""
         args = self._parse(fn, line)
         if args is None:
             return
         if not args.ids:
             raise UsageError(f"%{fn.__name__} needs one or more job ids, e.g. %{fn.__name__} w0000042")
-        ids = args.ids
         if args.array:
-            try:
-                ids = [w["id"] for array in args.ids for w in self.client().array_tasks(array) if keep(w)]
-            except J.JobError as e:
-                return self._fail(e)
-            if not ids:
-                return self._fail(f"{', '.join(args.ids)}: no job array of yours with tasks to {fn.__name__}")
+            for array in args.ids:
+                try:
+                    out = act_on_array(self.client(), array, fn.__name__, getattr(args, "reason", ""))
+                except J.JobError as e:
+                    self._fail(e)
+                    continue
+                print(array_line(out))
+                for wid, why in out["refused"].items():
+                    self._fail(f"{wid} left as it was: {why}")
+            return
         resolve = task_resolver(lambda array: self.client().array_tasks(array))     # w50[3]: its task 3
-        for wid in ids:
+        for wid in args.ids:
             try:
                 print(act(args, resolve(wid)))
             except (J.JobError, LookupError) as e:
@@ -317,7 +320,7 @@ class ComputeHubMagics(Magics):
         def act(args, wid):
             w = self.client().hold(wid, args.reason)
             return f"{w['id']}: {w['state']} ({w['reason']})"
-        self._each(self.hold, line, act, holdable)
+        self._each(self.hold, line, act)
 
     @_on_ids()
     @line_magic
@@ -326,7 +329,7 @@ class ComputeHubMagics(Magics):
         def act(args, wid):
             w = self.client().release(wid)
             return f"{w['id']}: {w['state']}" + (f" ({w['reason']})" if w.get("reason") else "")
-        self._each(self.release, line, act, held_back)
+        self._each(self.release, line, act)
 
 
 def load_ipython_extension(ipython):

@@ -3,6 +3,7 @@
 ``GET  computehub/workloads``             my work, my queues (proxied to the service)
 ``DELETE computehub/workloads/{id}``      cancel one of mine
 ``POST computehub/workloads/{id}/hold``    keep one of mine from starting (``/release``: let it go)
+``POST computehub/workloads/{id}/array-action``  cancel, hold or release a row of a job array's tasks at once
 ``GET  computehub/workloads/{id}/logs``   its logs (``?tail=N``, or ``?after=BYTES``: what is new)
 ``GET  computehub/gpu``                   this server's GPUs from NVML
 
@@ -99,6 +100,28 @@ class HoldHandler(_Base):
         self.finish(json.dumps(w))
 
 
+class ArrayActionHandler(_Base):
+    """``{"action": "cancel" | "hold" | "release", "states": [...]}``: the tasks of the job array a
+    panel row stands for, in one request (the service checks the rest, as it does for the CLI)."""
+
+    @web.authenticated
+    async def post(self, wid):
+        try:
+            body = json.loads(self.request.body or b"{}")
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or body.get("action") not in ("cancel", "hold", "release") \
+                or set(body) - {"action", "states"}:
+            self.set_status(400)
+            return self.finish(json.dumps({"error": "invalid", "message": 'send {"action": "cancel", "hold" or '
+                                                                          '"release", "states": [...]}'}))
+        try:
+            out = await self.client.call("POST", f"workloads/{quote(wid, safe='')}/array-action", body=body)
+        except UpstreamError as e:
+            return self.fail(e)
+        self.finish(json.dumps(out))
+
+
 class LogsHandler(_Base):
     def _invalid(self, message: str):
         self.set_status(400)
@@ -144,6 +167,7 @@ def load(serverapp) -> None:
         (url_path_join(base, "workloads", wid), WorkloadHandler),
         (url_path_join(base, "workloads", wid, "logs"), LogsHandler),
         (url_path_join(base, "workloads", wid, "(?P<action>hold|release)"), HoldHandler),
+        (url_path_join(base, "workloads", wid, "array-action"), ArrayActionHandler),
         (url_path_join(base, "gpu"), GPUHandler),
     ])
     serverapp.log.info("ComputeHub lab extension: service %s", cfg.service_url or "(not configured)")

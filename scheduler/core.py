@@ -11,6 +11,7 @@ from __future__ import annotations
 import time as _time
 
 from . import ledger, preemption, reclaim, validation
+from .array_actions import ArrayActions
 from .arrays import ArrayLimits
 from .durable import DurableMemory
 from .cancels import Cancels
@@ -27,7 +28,7 @@ from .store import MemoryStore, Store
 from .submissions import SubmissionsMixin
 
 
-class Scheduler(DurableMemory, Cancels, Dependencies, Holds, ArrayLimits, StartDeadline, StopDeadline,
+class Scheduler(DurableMemory, Cancels, Dependencies, Holds, ArrayLimits, ArrayActions, StartDeadline, StopDeadline,
                 SubmissionsMixin):
     def __init__(self, store: Store | None = None, config: EngineConfig | None = None,
                  clock=_time.time, prices: dict[str, float] | None = None):

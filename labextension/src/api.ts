@@ -40,6 +40,12 @@ export const cancelWorkload = (id: string) =>
 /** Keep one of my waiting workloads from starting (`hold`), or let it go (`release`). */
 export const holdOrRelease = (id: string, action: 'hold' | 'release') =>
   requestAPI<unknown>(`workloads/${encodeURIComponent(id)}/${action}`, { method: 'POST', body: '{}' });
+/** Cancel, hold or release the tasks of job array `id` that are in `states`, in one request. */
+export const arrayAction = (id: string, action: 'cancel' | 'hold' | 'release', states: string[]) =>
+  requestAPI<unknown>(`workloads/${encodeURIComponent(id)}/array-action`, {
+    method: 'POST',
+    body: JSON.stringify({ action, states })
+  });
 /** A piece of a job's log: its last `tail` lines, or the lines after byte `after` (logview.ts). */
 export const fetchLogPiece = (id: string, query: { tail?: number; after?: number }) =>
   requestAPI<LogPiece>(

@@ -1,6 +1,6 @@
 /**
  * Job arrays in the panel: a task named by its array and index, and an array's waiting tasks
- * shown as one row (as squeue shows them) whose buttons act on each.
+ * shown as one row (as squeue shows them) whose buttons act on all of them in one request.
  */
 
 import { PENDING_STATES, Workload } from './model';

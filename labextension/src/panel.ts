@@ -12,7 +12,7 @@
 import { Widget } from '@lumino/widgets';
 
 import { Announcer, announcements } from './announce';
-import { cancelWorkload, fetchLogPiece, holdOrRelease } from './api';
+import { arrayAction, cancelWorkload, fetchLogPiece, holdOrRelease } from './api';
 import { el } from './dom';
 import { LogFollower } from './logview';
 import {
@@ -300,7 +300,7 @@ export class ComputeHubPanel extends Widget {
       const b = el('button', `jp-ComputeHub-button jp-ComputeHub-${hold}`, label);
       b.setAttribute('aria-label', `${label} ${workloadName(w)}`);
       b.dataset.focusKey = `${hold}:${w.id}`;
-      b.onclick = () => void this.perform(hold, w, () => eachTask(w, id => holdOrRelease(id, hold)));
+      b.onclick = () => void this.perform(hold, w, () => onRow(w, hold, id => holdOrRelease(id, hold)));
       bar.appendChild(b);
     }
     if (w.kind !== 'notebook') {
@@ -329,7 +329,7 @@ export class ComputeHubPanel extends Widget {
       return;
     }
     this.armed = '';
-    await this.perform('cancel', w, () => eachTask(w, cancelWorkload));
+    await this.perform('cancel', w, () => onRow(w, 'cancel', cancelWorkload));
   }
 
   /** Do something to a workload, say why if it failed, and show what it changed. */
@@ -359,9 +359,16 @@ export class ComputeHubPanel extends Widget {
   }
 }
 
-/** ``act`` on each workload a row stands for, one after the other (the first failure stops it). */
-async function eachTask(w: Workload, act: (id: string) => Promise<unknown>): Promise<void> {
-  for (const id of taskIds(w)) {
-    await act(id);
+/** ``action`` on what a row stands for: a row of a job array's waiting tasks in one request (the
+ * array's tasks in the row's state), any other row by itself (``one``). */
+async function onRow(
+  w: Workload,
+  action: 'cancel' | 'hold' | 'release',
+  one: (id: string) => Promise<unknown>
+): Promise<void> {
+  if (w.array && taskIds(w).length > 1) {
+    await arrayAction(w.array.id, action, [w.state]);
+  } else {
+    await one(w.id);
   }
 }

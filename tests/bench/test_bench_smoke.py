@@ -141,6 +141,22 @@ def test_bench_history_through_the_cli(tmp_path):
     assert "ratio" in r.stdout
 
 
+def test_bench_array_ops_through_the_cli(tmp_path):
+    """A short run of bench/array_ops.py on a real hub: both of ComputeHub's ways act on every task."""
+    out = tmp_path / "array_ops.json"
+    r = subprocess.run([computehub(), "bench", "array-ops", "--tasks", "12", "--repeat", "1", "--no-slurm",
+                        "--json", str(out)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-3000:]
+    times = json.loads(out.read_text())["times"]
+    assert set(times) == {"one request", "a request per task"}
+    assert all(len(v) == 1 and v[0] > 0 for way in times.values() for v in way.values())
+    for way in times:                            # every task acted on, each way
+        assert f"computehub, {way}, run 1: release 12 tasks" in r.stdout
+        assert f"computehub, {way}, run 1: hold 11 tasks" in r.stdout
+        assert f"computehub, {way}, run 1: cancel 12 tasks" in r.stdout
+    assert "per task / one" in r.stdout
+
+
 @pytest.mark.parametrize("args, words", [
     (["bench", "nope"], ["unknown benchmark", "'nope'"]),
     (["bench"], ["scale", "replay", "slurm"]),

@@ -5,6 +5,7 @@ the cap in ``queue``, ``jobs --array`` (ended tasks too, from the database), ``h
 from __future__ import annotations
 
 import json
+from unittest.mock import ANY
 
 from test_cli_client import cli, ok, one_line_error, submitted  # noqa: F401
 from test_dependencies_hub import until
@@ -40,18 +41,21 @@ def test_an_array_is_submitted_capped_listed_held_and_cancelled_as_one(hub, subm
     listing = ok(cli(hub, "alice", "jobs", "--array", first))
     assert listing.splitlines()[-1] == f"array {first}: 4 tasks: 2 admitted, 2 pending", listing
 
-    held = ok(cli(hub, "alice", "hold", "--array", first, "--reason", "later")).splitlines()
-    assert [line.split()[:2] for line in held] == [[ids[2], "held"], [ids[3], "held"]]
-    released = ok(cli(hub, "alice", "release", "--array", first)).splitlines()
-    assert [line.split()[:2] for line in released] == [[ids[2], "pending"], [ids[3], "pending"]]
+    held = ok(cli(hub, "alice", "hold", "--array", ids[3], "--reason", "later"))     # any task names it
+    assert held.strip() == f"array {first}: held 2 tasks ({ids[2]}, {ids[3]}): 2 held", held
+    assert hub.call("GET", f"/workloads/{ids[2]}", hub.tokens["alice"]).json()["metadata"]["hold"]["reason"] == "later"
+    line = one_line_error(cli(hub, "alice", "hold", "--array", first))
+    assert f"job array {first} has no tasks waiting and not held already (4 live: 2 admitted, 2 held)" in line, line
+    released = ok(cli(hub, "alice", "release", "--array", first))
+    assert released.strip() == f"array {first}: released 2 tasks ({ids[2]}, {ids[3]}): 2 pending", released
 
     line = one_line_error(cli(hub, "carol", "jobs", "--array", first))     # not hers to see
     assert f"{first} names no job array you may see" in line, line
     line = one_line_error(cli(hub, "carol", "cancel", "--array", first))
-    assert f"{first} names no job array you may see with tasks that are still live" in line, line
+    assert f"no job array '{first}' you may see" in line, line
 
-    cancelled = ok(cli(hub, "alice", "cancel", "--array", first)).splitlines()
-    assert [line.split()[0] for line in cancelled] == ids
+    cancelled = ok(cli(hub, "alice", "cancel", "--array", first)).strip()
+    assert cancelled.startswith(f"array {first}: cancelled 4 tasks ({ids[0]}..{ids[3]}): "), cancelled
     for wid in ids:
         until(hub, "alice", wid, ("cancelled",))
     listing = ok(cli(hub, "alice", "jobs", "--array", first))       # ended tasks: read from the database
@@ -99,7 +103,16 @@ def test_the_api_answers_with_every_task_and_refuses_a_bad_array_whole(hub, subm
     after = hub.call("GET", "/workloads?user=alice&limit=1000", hub.tokens["alice"]).json()["total"]
     assert after == before                                           # nothing of the refused ones
     line = one_line_error(cli(hub, "alice", "cancel", "--array", "w9999999"))
-    assert "w9999999 names no job array you may see" in line, line
+    assert "no job array 'w9999999' you may see" in line, line
+    line = one_line_error(cli(hub, "alice", "cancel", "--array", gone["id"]))
+    assert f"workload {gone['id']} is not a task of a job array" in line, line
+    r = hub.call("POST", f"/workloads/{w['id']}/array-action", hub.tokens["alice"], json={"action": "stop"})
+    assert r.status_code == 400 and "action is required, one of cancel, hold" in r.json()["message"]
+    r = hub.call("POST", f"/workloads/{w['id']}/array-action", hub.tokens["alice"],
+                 json={"action": "cancel", "reason": "x"})
+    assert r.status_code == 400 and "a cancel takes no reason" in r.json()["message"]
+    r = hub.call("POST", f"/workloads/{w['id']}/array-action", hub.tokens["alice"], json={"action": "approve"})
+    assert r.status_code == 403 and "custom:computehub:admin" in r.json()["message"]
 
 
 def test_an_admin_approves_or_rejects_an_arrays_tasks_at_once(hub, submitted):  # noqa: F811
@@ -111,10 +124,12 @@ def test_an_admin_approves_or_rejects_an_arrays_tasks_at_once(hub, submitted):  
     assert f"big {w['id']}[2]" in listing, listing
     line = one_line_error(cli(hub, "ada", "reject", "--array", w["id"]))
     assert "--reason" in line
-    out = ok(cli(hub, "ada", "reject", "--array", w["id"], "--reason", "one at a time, please")).splitlines()
-    assert [x.split()[:2] for x in out] == [[t, "rejected"] for t in w["tasks"]], out
+    out = ok(cli(hub, "ada", "reject", "--array", w["id"], "--reason", "one at a time, please")).strip()
+    assert out == f"array {w['id']}: rejected 3 tasks ({', '.join(w['tasks'])}): 3 rejected", out
+    assert {hub.call("GET", f"/workloads/{t}", hub.tokens["carol"]).json()["reason"]
+            for t in w["tasks"]} == {"one at a time, please"}
     line = one_line_error(cli(hub, "ada", "approve", "--array", w["id"]))        # nothing left to decide
-    assert f"{w['id']} names no job array you may see with tasks awaiting approval" in line, line
+    assert f"no job array {w['id']!r} with tasks waiting or running" in line, line
 
 
 def test_an_arrays_limit_changes_while_it_runs(hub, submitted):  # noqa: F811
@@ -139,7 +154,7 @@ def test_an_arrays_limit_changes_while_it_runs(hub, submitted):  # noqa: F811
     line = one_line_error(cli(hub, "alice", "array-limit", first, "many"))
     assert "the limit is a whole number of tasks (0: no limit), not 'many'" in line, line
     line = one_line_error(cli(hub, "carol", "array-limit", first, "2"))          # not hers
-    assert f"no workload '{first}'" in line, line
+    assert f"no job array '{first}' you may see" in line, line
     r = hub.call("POST", f"/workloads/{first}/array-limit", hub.tokens["alice"], json={"limit": 5000})
     assert r.status_code == 400 and "limit must be a whole number of tasks from 0" in r.json()["message"]
     r = hub.call("POST", f"/workloads/{first}/array-limit", hub.tokens["alice"], json={})
@@ -173,3 +188,28 @@ def test_a_task_is_named_by_its_array_and_index(hub, submitted):  # noqa: F811
     assert f"no task 3 of a job array {first} you may see" in line, line
     r = cli(hub, "alice", "logs", f"{first}[3]")
     assert r.returncode == 0 and "no output yet" in r.stderr, r             # it never ran: resolved, no log
+
+
+def test_an_arrays_tasks_an_admin_holds_are_left_held_and_said_apart(hub, submitted):  # noqa: F811
+    w = json.loads(ok(cli(hub, "alice", "submit", *SMALL, "--array", "0-3%1", "--hold", "--json")))
+    submitted.extend(("alice", t) for t in w["tasks"])
+    ok(cli(hub, "ada", "hold", w["tasks"][1], "--reason", "disk check"))        # an admin's hold over hers
+    r = cli(hub, "alice", "release", "--array", w["id"])
+    assert r.returncode == 2, r                                                  # not all she asked for
+    assert r.stdout.strip() == (f"array {w['id']}: released 3 tasks ({w['tasks'][0]}, {w['tasks'][2]}, "
+                                f"{w['tasks'][3]}): 3 pending"), r.stdout
+    assert r.stderr.strip() == (f"computehub: error: {w['tasks'][1]} left as it was: workload {w['tasks'][1]} is "
+                                "held by an admin (by admin ada: disk check); only an admin releases it"), r.stderr
+    states = [hub.call("GET", f"/workloads/{t}", hub.tokens["alice"]).json()["state"] for t in w["tasks"]]
+    assert [s == "held" for s in states] == [False, True, False, False], states
+    held = hub.call("POST", f"/workloads/{w['id']}/array-action", hub.tokens["alice"], json={"action": "hold"}).json()
+    r = hub.call("POST", f"/workloads/{w['id']}/array-action", hub.tokens["alice"], json={"action": "release"})
+    assert r.status_code == 200 and r.json()["tasks"] == held["tasks"], (r.text, held)
+    assert r.json()["refused"] == {w["tasks"][1]: ANY}
+    ok(cli(hub, "ada", "release", w["tasks"][1]))
+    r = hub.call("POST", f"/workloads/{w['id']}/array-action", hub.tokens["ada"], json={"action": "hold"})
+    assert r.status_code == 200 and set(r.json()["states"].values()) == {"held"}, r.text
+    r = hub.call("POST", f"/workloads/{w['id']}/array-action", hub.tokens["alice"], json={"action": "release"})
+    assert r.status_code == 403 and "only an admin releases it" in r.json()["message"], r.text
+    r = hub.call("POST", f"/workloads/{w['id']}/array-action", hub.tokens["ada"], json={"action": "release"})
+    assert r.status_code == 200 and "held" not in r.json()["states"].values(), r.text

@@ -104,6 +104,12 @@ class World:
         return self.submit(owner, {"queue": "authz-q", "resources": {"cpu": "100m"}, "name": "authz-array",
                                    "array": "0-1", "hold": True})
 
+    def awaiting_array(self) -> str:
+        wid = self.submit("carol", {"queue": "nlp", "resources": {"gpu": 4}, "workers": 2, "name": "carol-big",
+                                    "array": "0-1"})
+        assert wait_state(self.hub, wid, ("awaiting_approval",))
+        return wid
+
     def awaiting(self) -> str:
         wid = self.submit("carol", {"queue": "nlp", "resources": {"gpu": 4}, "workers": 2, "name": "carol-big"})
         assert wait_state(self.hub, wid, ("awaiting_approval",))
@@ -215,6 +221,13 @@ ROWS = [
      lambda w: w.array_of("alice"), "/api/v1/workloads/{alice}"),
     ("POST", "/api/v1/workloads/{carol}/array-limit", {"limit": 3}, sees_carol(),
      lambda w: w.array_of("carol"), "/api/v1/workloads/{carol}"),
+    # a whole job array at once: as cancel; approving and rejecting: as approvals
+    ("POST", "/api/v1/workloads/{alice}/array-action", {"action": "cancel"}, sees_alice(lin=403),
+     lambda w: w.array_of("alice"), "/api/v1/workloads/{alice}"),
+    ("POST", "/api/v1/workloads/{carol}/array-action", {"action": "release"}, sees_carol(),
+     lambda w: w.array_of("carol"), "/api/v1/workloads/{carol}"),
+    ("POST", "/api/v1/workloads/{waiting}/array-action", {"action": "reject", "reason": "authz"}, ADMIN_ONLY,
+     lambda w: w.awaiting_array(), "/api/v1/workloads/{waiting}"),
     # status reports: launcher and admin only
     ("POST", "/api/v1/workloads/{alice}/status", {"state": "running"}, sees_alice(alice=403, lin=403),
      lambda w: w.cheap("alice", admitted=True), "/api/v1/workloads/{alice}"),

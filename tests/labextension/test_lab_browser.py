@@ -243,7 +243,7 @@ def test_status_bar_and_panel_follow_a_queued_job_to_running(labhub, browser, tm
         sync_api.expect(row).to_have_attribute("data-state", "pending", timeout=30_000)
         sync_api.expect(row.locator(".jp-ComputeHub-hold")).to_be_visible()
         # A job array's waiting tasks (held, so they take no GPU) are one row, named by the array and
-        # their indexes; its Release releases each.
+        # their indexes; its Release releases each, and its Cancel cancels each (one request each).
         r = hub.call("POST", "/workloads", hub.tokens["alice"], json={
             "name": "sweep", "kind": "batch", "resources": {"gpu": 1}, "array": "4-5", "hold": True})
         assert r.status_code == 201, r.text
@@ -254,11 +254,20 @@ def test_status_bar_and_panel_follow_a_queued_job_to_running(labhub, browser, tm
         sync_api.expect(page.locator(f".jp-ComputeHub-workload[data-workload-id='{tasks[1]}']")).to_have_count(0)
         release = task.locator(".jp-ComputeHub-release")
         sync_api.expect(release).to_have_attribute("aria-label", f"Release sweep {tasks[0]}[4-5]")
-        release.click()
+        one_request = f"/computehub/workloads/{tasks[0]}/array-action"
+        with page.expect_request(lambda req: req.url.split("?")[0].endswith(one_request)) as sent:
+            release.click()
+        assert sent.value.post_data_json == {"action": "release", "states": ["held"]}
         sync_api.expect(task).to_have_attribute("data-state", "pending", timeout=30_000)
         assert [workload(hub, t)["state"] for t in tasks] == ["pending", "pending"]
-        for t in tasks:
-            assert hub.call("DELETE", f"/workloads/{t}", hub.tokens["alice"]).status_code == 200
+        cancel = task.locator(".jp-ComputeHub-cancel")
+        cancel.click()
+        sync_api.expect(cancel).to_have_text("Really cancel?")
+        with page.expect_request(lambda req: req.url.split("?")[0].endswith(one_request)) as sent:
+            cancel.click()
+        assert sent.value.post_data_json == {"action": "cancel", "states": ["pending"]}
+        sync_api.expect(task).to_have_attribute("data-state", "cancelled", timeout=30_000)
+        assert [workload(hub, t)["state"] for t in tasks] == ["cancelled", "cancelled"]
 
         # The GPUs free up: bob's job is cancelled; alice's is admitted and its launcher reports running.
         assert hub.call("DELETE", f"/workloads/{bob_job}", hub.tokens["bob"]).status_code == 200

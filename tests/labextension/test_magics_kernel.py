@@ -411,11 +411,18 @@ def test_a_job_array_runs_each_index_at_most_n_at_a_time(setup):
     out = k.run(f"%logs {later}[2]\n%logs {later}[5]")                # a task by its array and index
     assert out["stdout"].strip() == f"{tasks[2]}: no output yet", out
     assert out["stderr"].strip() == f"computehub: {later}[5]: no task 5 of a job array {later} you may see", out
-    assert k.run(f"%release --array {later}")["stdout"].split() == [f"{tasks[0]}:", "pending", f"{tasks[1]}:",
-                                                                     "pending", f"{tasks[2]}:", "pending"]
+    out = k.run(f"%release --array {later}")                          # one request for the three
+    assert out["stdout"].strip() == f"array {later}: released 3 tasks ({', '.join(tasks)}): 3 pending", out
+    out = k.run(f"%hold --array {later} --reason again")
+    assert out["stdout"].startswith(f"array {later}: held "), out        # those not started meanwhile
+    out = k.run("answer = later.release()\nprint(sorted(set(answer['states'].values())), answer['refused'])")
+    assert out["stdout"].split() == ["['pending']", "{}"], out
     out = k.run(f"%cancel --array {later}")
-    assert [line.split()[0] for line in out["stdout"].splitlines()] == [f"{t}:" for t in tasks], out
+    assert out["stdout"].startswith(f"array {later}: cancelled 3 tasks ({', '.join(tasks)}): "), out
     out = k.run(f"%hold --array {later}")            # nothing left waiting to hold
-    assert out["stderr"].strip() == f"computehub: {later}: no job array of yours with tasks to hold", out
+    assert re.fullmatch(rf"computehub: (no job array '{later}' with tasks waiting or running|job array {later} has "
+                        r"no tasks waiting and not held already \(1 live: 1 cancelling\))", out["stderr"].strip()), out
+    out = k.run("print(later.cancel()['tasks'])")     # from Python: nothing left is nothing to do
+    assert out["stdout"].strip() == "[]", out
     out = k.run("%submit --gpus 0 --array 0-x task.py")
     assert "array: '0-x' is not an index or a range" in out["stderr"], out
