@@ -269,6 +269,8 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Deadlines,
         out = []
         for w in self.sched.workloads(user=user):
             d = {"id": w.id, "name": w.name, "state": w.state, "queue": w.queue, "kind": w.kind}
+            if w.array:
+                d["array"] = w.array
             if w.state == PENDING:
                 e = self.explanation(w)
                 d.update({k: e.get(k) for k in ("position", "position_in_queue", "pending", "reason", "eta",

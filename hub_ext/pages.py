@@ -26,6 +26,7 @@ from scheduler.resources import CPU, GPU, MEMORY, fmt_amount, is_flavor, label
 from . import views
 from .api_admin import counts
 from .base import APIError, BaseHandler
+from .cli_client_arrays import collapse, compact
 from .scopes import ADMIN, Caller
 
 NEED_ADMIN = f"ComputeHub admin pages need the {ADMIN} scope"
@@ -215,7 +216,7 @@ class LandingPage(PageHandler):
     async def get(self):
         caller = self.caller
         svc = self.service
-        mine = svc.snapshot_for(caller) if caller.kind == "user" else []
+        mine = array_rows(svc.snapshot_for(caller)) if caller.kind == "user" else []
         try:        # the latest few that ended, from the database: the page still shows the rest without it
             ended = [views.workload(w) for w in svc.sched.store.get_workloads(
                 user=caller.name, states=TERMINAL, newest_first=True, limit=RECENT_ENDED)] \
@@ -280,9 +281,10 @@ class PendingPage(AdminPage):
         positions = svc.positions
         pending = sched.workloads(states=(PENDING,))
         pending.sort(key=lambda w: (positions.get(w.id, (10**9, 0))[0], w.seq))
-        rows = []
-        for i, w in enumerate(pending):
-            d = views.workload(w, positions)
+        by_id = {w.id: w for w in pending}
+        rows = array_rows([views.workload(w, positions) for w in pending])
+        for i, d in enumerate(rows):          # a row of an array's tasks: its first one's reason and ETA
+            w = by_id[d["id"]]
             if i < EXPLAIN_MAX:
                 e = svc.explanation(w)
                 d.update(reason=e.get("reason"), eta_seconds=e.get("eta_seconds"), eta_reason=e.get("eta_reason"),
@@ -292,17 +294,31 @@ class PendingPage(AdminPage):
                 d.update(reason=b.text(w) if b else "waiting for the next scheduling cycle",
                          eta_seconds=None, eta_reason="not estimated for work this far down the line",
                          eta_earliest=False)
-            rows.append(d)
         # Held work is out of line (no position): what keeps it back, said apart.
-        held = [dict(views.workload(w), reason=sched.waits_for(w)) for w in sched.workloads(states=(HELD,))]
-        return {"rows": rows, "explain_max": EXPLAIN_MAX, "held": held}
+        held = sched.workloads(states=(HELD,))
+        held_rows = array_rows([dict(views.workload(w), reason=sched.waits_for(w)) for w in held])
+        return {"rows": rows, "explain_max": EXPLAIN_MAX, "held": held_rows, "held_count": len(held),
+                "pending_tasks": len(pending)}
 
 
 class ApprovalsPage(AdminPage):
     template, active = "admin_approvals.html", "admin/approvals"
 
     def context(self):
-        return {"rows": [views.workload(w) for w in self.service.sched.approvals()]}
+        return {"rows": array_rows([views.workload(w) for w in self.service.sched.approvals()])}
+
+
+def array_rows(items: list[dict]) -> list[dict]:
+    """Each job array's tasks waiting in the same state as one row (``collapse``, as squeue shows
+    them), with ``array_label`` saying which: "tasks 4-19 of array w0000050 (16 tasks)"."""
+    rows = collapse(items)
+    for d in rows:
+        a = d.get("array")
+        if a:
+            indexes = d.get("waiting_indexes") or [a["index"]]
+            d["array_label"] = (f"task {indexes[0]} of array {a['id']}" if len(indexes) == 1 else
+                                f"tasks {compact(indexes)} of array {a['id']} ({len(indexes)} tasks)")
+    return rows
 
 
 class AuditPage(AdminPage):

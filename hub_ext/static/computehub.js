@@ -102,9 +102,17 @@
       ev.preventDefault();
       var approve = form.dataset.decision === "approve";   // the reject form holds the reason field
       var id = form.dataset.id;
-      var body = { approve: approve };
-      if (!approve) body.reason = form.elements.reason.value.trim();
+      var reason = approve ? "" : form.elements.reason.value.trim();
       var decide = form.closest(".decide") || form;   // both decisions wait while one is sent
+      if (form.dataset.array) {   // a job array's tasks: all of them, in one request
+        var arrayBody = { action: approve ? "approve" : "reject" };
+        if (reason) arrayBody.reason = reason;
+        run(form, decide.querySelectorAll("button"), "POST", "workloads/" + encodeURIComponent(id) + "/array-action",
+            arrayBody, (approve ? "Approved " : "Rejected ") + form.dataset.array + " tasks of array " + id + ".");
+        return;
+      }
+      var body = { approve: approve };
+      if (!approve) body.reason = reason;
       run(form, decide.querySelectorAll("button"), "POST", "approvals/" + encodeURIComponent(id), body,
           (approve ? "Approved " : "Rejected ") + id + ".");
     }

@@ -52,6 +52,10 @@ def busy_hub(tmp_path_factory):
         h.approvals = [_ok(h.call("POST", "/workloads", carol, json=dict(big, name=f"carol-{i}")))["id"]
                        for i in range(3)]
         _ok(h.call("POST", f"/approvals/{h.approvals.pop()}", ada, json={"approve": False, "reason": "too big"}))
+        h.approval_array = _ok(h.call("POST", "/workloads", carol, json=dict(big, name="carol-sweep", array="0-1",
+                                                                            hold=True)))["tasks"]   # one row
+        _ok(h.call("POST", "/workloads", alice, json={"queue": "vision", "resources": {"gpu": 1}, "array": "0-2",
+                                                       "name": "alice-sweep"}))     # one pending row for three
         _ok(h.call("PUT", "/nodes/sim-1", ada, json={"gpus": 2, "cpu": 8, "memory": "32Gi", "draining": True,
                                                      "labels": {"computehub/simulated": "true"}}))
         _ok(h.call("PUT", "/nodes/kube-1", ada, json={
@@ -118,8 +122,10 @@ def test_landing_error_and_hub_home_have_no_axe_violations(busy_hub, browser):
     hub = busy_hub
     ctx, page = _page(browser, hub, hub.service_url + "/", "alice")
     try:
-        # the gang, two waiting, one held
-        sync_api.expect(page.locator("main table.data:not(.ended) tbody tr")).to_have_count(4)
+        # the gang, two waiting, one held, and the three tasks of a job array waiting as one row
+        sync_api.expect(page.locator("main table.data:not(.ended) tbody tr")).to_have_count(5)
+        sync_api.expect(page.locator("main")).to_contain_text(
+            re.compile(r"alice-sweep tasks 0-2 of array w\d+ \(3 tasks\)"))
         sync_api.expect(page.locator("main")).to_contain_text("held by alice: held at submission")
         sync_api.expect(page.locator("main table.ended tbody tr")).to_have_count(1)
         sync_api.expect(page.locator("main")).to_contain_text("alice-next")
@@ -194,6 +200,14 @@ def test_keyboard_only_approve_and_reject(busy_hub, browser):
         sync_api.expect(page.locator("#flash")).to_contain_text(f"Approved {approve_id}")
         w = hub.call("GET", f"/workloads/{approve_id}", carol).json()
         assert w["state"] not in ("awaiting_approval", "rejected"), w
+
+        # A job array's tasks: one row, and its Approve decides them all.
+        _refresh_approvals(page, hub)
+        first = hub.approval_array[0]
+        _tab_to(page, f"#approval-{first} button:has-text('Approve all 2')")
+        page.keyboard.press("Enter")
+        sync_api.expect(page.locator("#flash")).to_contain_text(f"Approved 2 tasks of array {first}")
+        assert {hub.call("GET", f"/workloads/{t}", carol).json()["state"] for t in hub.approval_array} == {"held"}
         sync_api.expect(page.locator("main")).to_contain_text("No request is waiting")
     finally:
         ctx.close()

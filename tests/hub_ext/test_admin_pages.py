@@ -124,8 +124,18 @@ def test_admin_edits_quota_and_drains_node(admin_hub, browser, tmp_path):
                 f"runs after {second} finishes (it is pending)")
             sync_api.expect(held.locator(f"#w-{fourth} .reason")).to_contain_text("held by alice: held at submission")
             sync_api.expect(page.locator(f"#pending-work #w-{third}")).to_have_count(0)
-            sync_api.expect(held.locator(f"#w-{tasks[1]}")).to_contain_text(f"task 7 of array {fourth}")
-            sync_api.expect(page.locator("h2#held")).to_have_text("Held (3)")
+            # A job array's tasks that wait together are one line, here and among the pending.
+            sync_api.expect(held.locator(f"#w-{fourth}")).to_contain_text(f"tasks 6-7 of array {fourth} (2 tasks)")
+            sync_api.expect(held.locator(f"#w-{tasks[1]}")).to_have_count(0)
+            sync_api.expect(page.locator("h2#held")).to_have_text("Held (3)")        # workloads, not lines
+            sweep = hub.call("POST", "/workloads", alice, json={**gang, "array": "0-2", "name": "sweep"}).json()["tasks"]
+            tasks += sweep
+            page.reload()
+            line = page.locator(f"#pending-work #w-{sweep[0]}")
+            sync_api.expect(line).to_contain_text(f"tasks 0-2 of array {sweep[0]} (3 tasks)")
+            sync_api.expect(line.locator(".reason")).not_to_be_empty()
+            sync_api.expect(page.locator(f"#pending-work #w-{sweep[1]}")).to_have_count(0)
+            sync_api.expect(page.locator(".lead")).to_contain_text("(4 workloads in 2 lines)")
         finally:
             for wid in filter(None, (first, second, third, *tasks)):
                 hub.call("DELETE", f"/workloads/{wid}", alice)
@@ -156,8 +166,23 @@ def test_admin_edits_quota_and_drains_node(admin_hub, browser, tmp_path):
         assert hub.call("GET", "/nodes/kube-1", ada).json()["draining"] is True
         assert hub.call("DELETE", "/nodes/kube-1", ada).status_code == 200
 
-        # Reject a request that waits for approval, with a reason.
+        # A job array's requests are one, approved together in one request.
         carol = hub.tokens["carol"]
+        many = hub.call("POST", "/workloads", carol, json={"queue": "nlp", "resources": {"gpu": 4}, "workers": 2,
+                                                           "array": "0-2", "hold": True}).json()["tasks"]
+        try:
+            page.click("nav >> text=Approvals")
+            row = page.locator(f"#approval-{many[0]}")
+            sync_api.expect(row).to_contain_text(f"tasks 0-2 of array {many[0]} (3 tasks)")
+            sync_api.expect(page.locator(f"#approval-{many[1]}")).to_have_count(0)
+            row.locator("button:has-text('Approve all 3')").click()
+            sync_api.expect(page.locator("#flash")).to_contain_text(f"Approved 3 tasks of array {many[0]}")
+            assert [hub.call("GET", f"/workloads/{t}", carol).json()["state"] for t in many] == ["held"] * 3
+        finally:
+            for t in many:
+                hub.call("DELETE", f"/workloads/{t}", carol)
+
+        # Reject a request that waits for approval, with a reason.
         big = hub.call("POST", "/workloads", carol, json={"queue": "nlp", "resources": {"gpu": 4}, "workers": 2})
         assert big.json()["state"] == "awaiting_approval", big.text
         wid = big.json()["id"]
