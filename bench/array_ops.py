@@ -19,9 +19,6 @@ came back; prints the median of each and the ratios.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import signal
 import statistics
 import sys
@@ -36,6 +33,7 @@ sys.path.insert(0, str(ROOT / "tests" / "hub_ext"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from realhub import RealHub  # noqa: E402
+from results_file import machine, save  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 STEPS = ("release", "hold", "cancel")
@@ -141,8 +139,7 @@ def main(argv=None) -> int:
     if not 2 <= args.tasks <= 1000 or args.repeat < 1:
         raise SystemExit("bench/array_ops.py: --tasks must be 2 to 1000 and --repeat at least 1")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))     # leave through the with-blocks
-    results = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                           "platform": platform.platform()}, "tasks": args.tasks, "repeat": args.repeat}
+    results = {"machine": machine(), "tasks": args.tasks, "repeat": args.repeat}
     with tempfile.TemporaryDirectory(prefix="chbench-arrayops-") as d:
         hub = RealHub(Path(d))
         try:
@@ -153,10 +150,7 @@ def main(argv=None) -> int:
     if not args.no_slurm:
         results["times"]["slurm"] = slurm_runs(args.tasks, args.repeat, args.nodes)
     print(report(results))
-    out = Path(args.json)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=1))
-    print(f"results: {out}")
+    save(results, args.json)
     return 0
 
 

@@ -30,9 +30,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
-import os
-import platform
 import signal
 import statistics
 import subprocess
@@ -46,6 +43,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from e2e_computehub import ComputeHubSide, cpu_seconds  # noqa: E402
+from results_file import machine, save  # noqa: E402
 from slurm_cluster import SlurmCluster  # noqa: E402
 
 RESULTS = HERE / "results"
@@ -226,8 +224,7 @@ def main(argv=None) -> int:
     phases = parse_phases(args.phases)
     if args.repeat < 1 or args.jobs < 1:
         raise SystemExit("bench/slurm.py: --repeat and --jobs must be at least 1")
-    results = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                           "platform": platform.platform()},
+    results = {"machine": machine(),
                "jobs": args.jobs, "repeat": args.repeat, "nodes": args.nodes, "gpus_per_node": 8,
                "launcher_poll_s": args.poll, "find_escaped": args.find_escaped == "on",
                "computehub_path": "REST API through the hub's proxy; local launcher", "phases": {}}
@@ -247,10 +244,7 @@ def main(argv=None) -> int:
                        lambda k, kind, tag: ch.phase(jobs_of(kind, args.jobs), k, kind == "gpu", tag,
                                                      array=kind == "array"))
     print(report(results))
-    out = Path(args.json)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=1))
-    print(f"results: {out}")
+    save(results, args.json)
     return 0
 
 

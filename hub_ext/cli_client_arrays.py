@@ -11,8 +11,16 @@ WAITING = ("held", "pending", "awaiting_approval")
 LIVE = (*WAITING, "admitted", "running", "preempting", "cancelling", "reclaiming")
 ENDED = ("finished", "failed", "cancelled", "preempted", "reclaimed", "rejected")
 TASK = re.compile(r"^w?(\d{1,12})\[(\d{1,6})\]\Z")
+ARRAY = re.compile(r"^w?(\d{1,12})(\[\])?\Z")
 DONE = {"cancel": "cancelled", "hold": "held", "release": "released", "approve": "approved", "reject": "rejected"}
 ARRAY_FLAG = "The ids name job arrays (the id of an array's first task): act on each of its tasks."
+
+
+def array_id(text: str) -> str:
+    """An array named as ids are written, ``w50``, ``50`` or ``w50[]`` (as ``--after`` names all its
+    tasks), as the service writes it: ``w0000050``; anything else as it is (the service says)."""
+    m = ARRAY.match(text.strip())
+    return f"w{int(m.group(1)):07d}" if m else text
 
 
 def array_words(w: dict) -> str:

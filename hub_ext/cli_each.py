@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import sys
 
-from .cli_client_arrays import array_line
+from .cli_client_arrays import array_id, array_line
 from .client import ComputeHubError
 
 # Control characters (C0 but tab, DEL, C1) and bidi overrides/isolates: text from the service (names,
@@ -53,7 +53,7 @@ def act_on_arrays(ch, arrays, action: str, reason: str = "") -> int:
         left.extend(f"computehub: error: {wid} left as it was: {printable(why)}" for wid, why in out["refused"].items())
         return out
 
-    rc = for_each_id(arrays, act, array_line)
+    rc = for_each_id([array_id(a) for a in arrays], act, array_line)
     for line in left:
         print(line, file=sys.stderr)
     return max(rc, 2 if left else 0)

@@ -19,7 +19,7 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
-from hub_ext.cli_client_arrays import array_line, collapse, name_of, task_resolver
+from hub_ext.cli_client_arrays import array_id, array_line, collapse, name_of, task_resolver
 from hub_ext.log_follow import ended_line, follow
 
 from . import jobs as J
@@ -288,7 +288,7 @@ class ComputeHubMagics(Magics):
         if args.array:
             for array in args.ids:
                 try:
-                    out = act_on_array(self.client(), array, fn.__name__, getattr(args, "reason", ""))
+                    out = act_on_array(self.client(), array_id(array), fn.__name__, getattr(args, "reason", ""))
                 except J.JobError as e:
                     self._fail(e)
                     continue
