@@ -13,7 +13,7 @@ from traitlets import Bool, Float, Unicode
 
 from .cli import UsageError
 from .cli_client import ClientCommand, gpus_of, human_duration, printable, table
-from .cli_client_arrays import ARRAY_FLAG, name_of
+from .cli_client_arrays import ARRAY_FLAG, collapse, name_of
 from .cli_each import act_on_arrays
 
 _ADMIN_NOTE = " Needs the ComputeHub admin scope (custom:computehub:admin)."
@@ -231,7 +231,7 @@ class ApprovalsApp(ClientCommand):
     description = ("Workloads waiting for an admin's approval (those asking for more than their queue's "
                    "approval threshold). Decide with 'computehub approve ID' or "
                    "'computehub reject ID --reason TEXT'." + _ADMIN_NOTE)
-    examples = "\ncomputehub approvals\ncomputehub approve w0000042\n"
+    examples = "\ncomputehub approvals\ncomputehub approve w0000042\ncomputehub approve --array w0000050\n"
 
     def run(self):
         data = self.client().approvals()
@@ -242,8 +242,9 @@ class ApprovalsApp(ClientCommand):
             print("nothing awaits approval")
             return
         now = time.time()
+        # A job array's tasks are one row (decided together with --array); --json has each.
         rows = [[w["id"], w["user"], w["queue"], w["kind"], gpus_of(w), human_duration(now - w["submitted_at"]),
-                 name_of(w) or "-"] for w in data["approvals"]]
+                 name_of(w) or "-"] for w in collapse(data["approvals"])]
         print(table(rows, ["ID", "USER", "QUEUE", "KIND", "GPUS", "WAITING", "NAME"]))
 
 
