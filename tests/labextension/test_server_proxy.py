@@ -210,3 +210,36 @@ async def test_default_service_url_from_the_spawner_environment(jp_configurable_
     assert ComputeHubLab().service_url == "https://hub.example.org/prefix/services/computehub"
     monkeypatch.delenv("JUPYTERHUB_PUBLIC_HUB_URL")
     assert ComputeHubLab().service_url == ""        # not configured: the endpoints say so
+
+
+async def test_a_job_arrays_waiting_tasks_are_asked_about_once_and_a_row_acts_on_them(jp_fetch, hub, monkeypatch):
+    """The panel shows an array's waiting tasks as one row with the first one's reason: only that
+    one is asked about (one request per look, not one per task), at most DETAILS_MAX in all; the
+    row's buttons act on the tasks in one request (array-action)."""
+    import labextension.service as service
+    cancel_all(hub)
+    busy = submit(hub, "bob", name="bob-big", kind="training", resources={"gpu": 2}, time_limit=1800)
+    r = hub.call("GET", f"/workloads/{busy['id']}?wait=20&state=pending", hub.tokens["bob"])
+    assert r.json()["state"] != "pending", r.text
+    sweep = submit(hub, "alice", name="sweep", kind="batch", resources={"gpu": 1}, array="0-9")["tasks"]
+    lone = [submit(hub, "alice", name=f"lone-{i}", kind="batch", resources={"gpu": 1})["id"] for i in range(3)]
+    try:
+        code, body = await fetch(jp_fetch, "workloads")
+        assert code == 200, body
+        explained = [w["id"] for w in body["workloads"] if "explanation" in w]
+        assert explained == [sweep[0], *lone], explained        # the sweep's first task, then each alone
+        monkeypatch.setattr(service, "DETAILS_MAX", 2)
+        code, body = await fetch(jp_fetch, "workloads")
+        assert [w["id"] for w in body["workloads"] if "explanation" in w] == [sweep[0], lone[0]]
+        # The row's Hold: one request for the tasks in its state.
+        code, out = await fetch(jp_fetch, "workloads", sweep[0], "array-action", method="POST",
+                                body=json.dumps({"action": "hold", "states": ["pending"]}))
+        assert code == 200 and out["tasks"] == sweep and set(out["states"].values()) == {"held"}, out
+        code, out = await fetch(jp_fetch, "workloads", sweep[0], "array-action", method="POST",
+                                body=json.dumps({"action": "stop"}))
+        assert code == 400 and "cancel" in out["message"], out
+        code, out = await fetch(jp_fetch, "workloads", busy["id"], "array-action", method="POST",
+                                body=json.dumps({"action": "cancel"}))
+        assert code == 404, out                                  # bob's: not hers, not even shown
+    finally:
+        cancel_all(hub)
