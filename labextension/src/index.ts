@@ -7,6 +7,7 @@ import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application'
 import { IStatusBar } from '@jupyterlab/statusbar';
 import { LabIcon } from '@jupyterlab/ui-components';
 
+import { Noticer } from './notify';
 import { ComputeHubPanel } from './panel';
 import { ComputeHubStatus } from './statusitem';
 import { ComputeHubStore } from './store';
@@ -21,6 +22,8 @@ const ICON = new LabIcon({
 });
 
 const OPEN = 'computehub:open-panel';
+const LOGS = 'computehub:show-logs';
+const NOTIFY = 'apputils:notify'; // JupyterLab's own notifications (toasts and the notification centre)
 
 const plugin: JupyterFrontEndPlugin<void> = {
   id: 'computehub:plugin',
@@ -38,6 +41,32 @@ const plugin: JupyterFrontEndPlugin<void> = {
       execute: () => {
         app.shell.activateById(panel.id);
         void store.poller.refresh();
+      }
+    });
+
+    app.commands.addCommand(LOGS, {
+      label: 'Show the logs of a ComputeHub job',
+      execute: args => {
+        app.shell.activateById(panel.id);
+        void panel.openLogs(String(args.id));
+      }
+    });
+
+    // Tell me when my work starts after waiting, ends, or is preempted, wherever I am in Lab.
+    const noticer = new Noticer();
+    let looked: unknown = null;
+    store.changed.connect(() => {
+      if (!store.report || store.report === looked || !app.commands.hasCommand(NOTIFY)) {
+        return;
+      }
+      looked = store.report;
+      for (const n of noticer.update(store.report)) {
+        const actions = n.logs ? [{ label: 'Logs', commandId: LOGS, args: { id: n.logs } }] : [];
+        void app.commands.execute(NOTIFY, {
+          message: n.message,
+          type: n.type,
+          options: { autoClose: n.type === 'error' ? false : 10000, actions }
+        });
       }
     });
 

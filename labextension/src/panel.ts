@@ -344,6 +344,11 @@ export class ComputeHubPanel extends Widget {
     this.render();
   }
 
+  /** Open the log box on workload ``id`` (a notification's Logs button). */
+  openLogs(id: string): Promise<void> {
+    return this.showLogs(id);
+  }
+
   private async showLogs(id: string): Promise<void> {
     const logs = new LogFollower(id, fetchLogPiece);
     this.logs = logs;

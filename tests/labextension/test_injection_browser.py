@@ -93,6 +93,12 @@ def test_panel_shows_hostile_names_and_logs_literally(labhub, browser):
         text = pre.text_content()
         assert text == "\n".join(LOG), repr(text)    # as written, escape sequences as characters
         _no_markup(page, ".jp-ComputeHubPanel")
+
+        # Cancelled by someone else: a JupyterLab notification names it, literally too.
+        assert hub.call("DELETE", f"/workloads/{job}", hub.launcher_token).status_code == 200
+        toast = page.locator(".Toastify__toast", has_text="was cancelled")
+        sync_api.expect(toast).to_contain_text(NAME, timeout=30_000)
+        _no_markup(page, ".Toastify")
     finally:
         ctx.close()
         hub.call("DELETE", f"/workloads/{job}", alice)

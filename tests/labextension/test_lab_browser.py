@@ -272,6 +272,9 @@ def test_status_bar_and_panel_follow_a_queued_job_to_running(labhub, browser, tm
         # The GPUs free up: bob's job is cancelled; alice's is admitted and its launcher reports running.
         assert hub.call("DELETE", f"/workloads/{bob_job}", hub.tokens["bob"]).status_code == 200
         wait_for("alice's job to be admitted", lambda: workload(hub, job)["state"] == "admitted", 30)
+        # Wherever she is in Lab, a JupyterLab notification says her waiting job starts.
+        sync_api.expect(page.locator(".Toastify__toast", has_text="alice-train is starting")).to_be_visible(
+            timeout=30_000)
         r = hub.call("POST", f"/workloads/{job}/status", hub.launcher_token, json={"state": "running"})
         assert r.status_code == 200 and r.json()["state"] == "running", r.text
         t0 = time.monotonic()
@@ -358,6 +361,10 @@ def test_status_bar_and_panel_follow_a_queued_job_to_running(labhub, browser, tm
             assert w["preemptions"] == 1, w
             sync_api.expect(srow).to_have_attribute("data-state", "pending", timeout=30_000)
             sync_api.expect(srow.locator(".jp-ComputeHub-facts")).to_contain_text("preempted once")
+            toast = page.locator(".Toastify__toast", has_text="alice-sweep was preempted")
+            sync_api.expect(toast).to_contain_text("it waits in line again", timeout=30_000)
+            toast.get_by_role("button", name="Logs").click()            # opens its log in the panel
+            sync_api.expect(page.locator(".jp-ComputeHub-logs h3")).to_contain_text(f"Logs of {sweep}")
             shoot(page, tmp_path, "lab-preempted.png")
         finally:
             hub.call("DELETE", f"/workloads/{sweep}", hub.tokens["alice"])
