@@ -13,6 +13,7 @@ is the answer.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 from . import validation
@@ -105,21 +106,32 @@ class ArrayActions:
 class Gathered:
     """The store, but the workloads and events an array's tasks write are kept and written at
     the end (``flush``) in one statement each, not three statements per task; everything else
-    goes through at once. Within one transaction only, where nothing reads them back."""
+    goes through at once. Within one transaction only, where nothing reads them back; only the
+    thread acting on the array is gathered (the service writes submissions on a thread of its
+    own, through the same ``Scheduler.store``, meanwhile)."""
 
     def __init__(self, store):
         self._store, self._workloads, self._events = store, {}, []
+        self._thread = threading.get_ident()
 
     def put_workload(self, w: Workload) -> None:
+        if threading.get_ident() != self._thread:
+            return self._store.put_workload(w)
         self._workloads[w.id] = w
 
     def put_workloads(self, ws) -> None:
+        if threading.get_ident() != self._thread:
+            return self._store.put_workloads(ws)
         self._workloads.update((w.id, w) for w in ws)
 
     def add_event(self, event) -> None:
+        if threading.get_ident() != self._thread:
+            return self._store.add_event(event)
         self._events.append(event)
 
     def add_events(self, events) -> None:
+        if threading.get_ident() != self._thread:
+            return self._store.add_events(events)
         self._events.extend(events)
 
     def flush(self) -> None:

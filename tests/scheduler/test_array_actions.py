@@ -147,3 +147,30 @@ def test_a_store_failure_part_way_leaves_every_task_as_it_was(store_url):
     again = Scheduler(store=SqlStore(store_url))
     assert {again.get(t.id).state for t in tasks} == {PENDING}
     assert not [e for e in again.events() if e.kind == "cancelled"]
+
+
+def test_only_the_thread_acting_on_the_array_is_gathered(tmp_path):
+    """The service writes submissions on a thread of its own through the same store attribute:
+    what that thread writes goes to the store at once, never into the array's batch."""
+    import threading
+
+    from scheduler.array_actions import Gathered
+    from scheduler.model import Event
+
+    store = SqlStore(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    gathered = Gathered(store)
+
+    def writer():
+        with store.transaction():
+            gathered.add_events([Event(1.0, "submitted", "w0000001", "", {})])
+            gathered.add_event(Event(1.0, "held", "w0000001", "", {}))
+
+    t = threading.Thread(target=writer)
+    t.start()
+    t.join()
+    assert [e.kind for e in store.get_events()] == ["submitted", "held"]
+    gathered.add_event(Event(2.0, "cancelled", "w0000002", "", {}))     # this thread's: kept for the flush
+    assert [e.kind for e in store.get_events()] == ["submitted", "held"]
+    with store.transaction():
+        gathered.flush()
+    assert [e.kind for e in store.get_events()] == ["submitted", "held", "cancelled"]
