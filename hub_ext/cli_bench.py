@@ -1,4 +1,4 @@
-"""``computehub bench <scale|api|replay|replay-grid|slurm|array-ops|spawn|history> [options]``: run one
+"""``computehub bench <scale|api|replay|replay-grid|slurm|array-ops|panel|spawn|history>``: run one
 benchmark of bench/.
 
 Each benchmark is a script in the repository's ``bench/`` folder (benchmarks are not
@@ -26,6 +26,7 @@ BENCHMARKS = {
     "slurm": ("slurm.py", "end-to-end job throughput against Slurm on this machine"),
     "array-ops": ("array_ops.py", "release, hold and cancel of a 1,000-task job array: one request, one per "
                                   "task, and Slurm's"),
+    "panel": ("panel_poll.py", "one look of the JupyterLab panel with a 1,000-task job array waiting"),
     "spawn": ("spawn_queue.py", "time the queue adds to a notebook spawn"),
     "history": ("history.py", "reads through the hub with a year of ended work against none"),
 }

@@ -157,6 +157,19 @@ def test_bench_array_ops_through_the_cli(tmp_path):
     assert "per task / one" in r.stdout
 
 
+def test_bench_panel_through_the_cli(tmp_path):
+    """A short run of bench/panel_poll.py: the panel's look asks about the array's first waiting
+    task only, and the old way about each."""
+    out = tmp_path / "panel.json"
+    r = subprocess.run([computehub(), "bench", "panel", "--tasks", "20", "--looks", "1", "--json", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-3000:]
+    ways = json.loads(out.read_text())["ways"]
+    assert ways["each waiting workload"]["details"] == 12 + 3            # 20 tasks, 8 running: 12 wait
+    assert ways["first of each array, at most 50"]["details"] == 1 + 3
+    assert ways["each waiting workload"]["rows"] == ways["first of each array, at most 50"]["rows"] >= 23
+
+
 @pytest.mark.parametrize("args, words", [
     (["bench", "nope"], ["unknown benchmark", "'nope'"]),
     (["bench"], ["scale", "replay", "slurm"]),
