@@ -169,7 +169,7 @@ class Client:
         """My jobs (training, batch, inference) in submission order: those waiting or running,
         or with ``include_ended`` my latest ``limit`` of every state."""
         me = self.request("GET", "me")["name"]
-        params = {"user": me, "kind": JOB_KINDS, "limit": 1000}
+        params = {"user": me, "kind": JOB_KINDS, "limit": 10_000}      # the service's largest page
         if include_ended:
             # Newest first from the service, so a long history is never read whole.
             params.update(state=["held", "pending", "awaiting_approval", "admitted", "running", "preempting",

@@ -17,6 +17,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 TERMINAL = ("finished", "failed", "cancelled", "preempted", "reclaimed", "rejected")
 WAITING = ("pending", "held", "awaiting_approval")
 RECENT_ENDED = 5      # ended workloads shown after the live ones
+LIVE_MAX = 10_000     # my live workloads in one look: the service's largest page (a job array has up to 1,000)
 DETAILS_MAX = 50      # waiting workloads asked about one by one (position, reason, ETA) per look
 
 
@@ -79,7 +80,7 @@ class ServiceClient:
         # The latest few ended ones straight from the service's newest-first page: one small
         # query, however long the user's history (the panel asks every few seconds).
         live, recent, queues = await asyncio.gather(
-            self.call("GET", "workloads", {"user": user, "limit": 1000}),
+            self.call("GET", "workloads", {"user": user, "limit": LIVE_MAX}),
             self.call("GET", "workloads", [("user", user), ("limit", RECENT_ENDED), ("order", "newest")]
                       + [("state", s) for s in TERMINAL]),
             self.call("GET", "queues"))

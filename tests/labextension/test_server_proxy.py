@@ -69,7 +69,7 @@ def submit(hub, user, **body):
 
 def cancel_all(hub):
     for u in ("alice", "bob"):
-        for w in hub.call("GET", f"/workloads?user={u}", hub.launcher_token).json()["workloads"]:
+        for w in hub.call("GET", f"/workloads?user={u}&limit=10000", hub.launcher_token).json()["workloads"]:
             hub.call("DELETE", f"/workloads/{w['id']}", hub.launcher_token)
 
 
@@ -241,5 +241,20 @@ async def test_a_job_arrays_waiting_tasks_are_asked_about_once_and_a_row_acts_on
         code, out = await fetch(jp_fetch, "workloads", busy["id"], "array-action", method="POST",
                                 body=json.dumps({"action": "cancel"}))
         assert code == 404, out                                  # bob's: not hers, not even shown
+    finally:
+        cancel_all(hub)
+
+
+async def test_my_work_beyond_a_thousand_live_workloads_is_all_there(jp_fetch, hub):
+    """A job array of 1,000 tasks and a job beside it: the panel gets both (it asked for the first
+    1,000 live workloads only, and the job went missing)."""
+    cancel_all(hub)
+    try:
+        sweep = submit(hub, "alice", name="sweep", kind="batch", resources={"gpu": 1}, array="0-999", hold=True)
+        job = submit(hub, "alice", name="after-the-sweep", kind="batch", resources={"gpu": 1}, hold=True)
+        code, body = await fetch(jp_fetch, "workloads")
+        assert code == 200, body
+        ids = {w["id"] for w in body["workloads"]}
+        assert job["id"] in ids and set(sweep["tasks"]) <= ids
     finally:
         cancel_all(hub)
