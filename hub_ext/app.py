@@ -24,7 +24,6 @@ from traitlets.config import Application
 
 from jupyterhub.services.auth import HubOAuthCallbackHandler
 from scheduler import EngineConfig, Scheduler, StoreUnavailable
-from scheduler.model import HELD, PENDING
 from scheduler.store.exclusive import LostExclusivity
 
 from . import api_admin as A
@@ -42,6 +41,7 @@ from .metrics import Metrics, MetricsHandler
 from .openapi import OpenAPIHandler
 from .pages import page_handlers
 from .report_tokens import ReportTokens, load_secret
+from .snapshot import snapshot
 from .stream import EventsHandler
 from .housekeeping import Housekeeping
 from .submission_rules import SubmissionRules
@@ -265,21 +265,7 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Deadlines,
         return e
 
     def snapshot_for(self, caller, user: str | None = None) -> list[dict]:
-        user = user or caller.name
-        out = []
-        for w in self.sched.workloads(user=user):
-            d = {"id": w.id, "name": w.name, "state": w.state, "queue": w.queue, "kind": w.kind}
-            if w.array:
-                d["array"] = w.array
-            if w.state == PENDING:
-                e = self.explanation(w)
-                d.update({k: e.get(k) for k in ("position", "position_in_queue", "pending", "reason", "eta",
-                                                 "eta_seconds", "eta_reason", "eta_earliest")})
-            else:
-                d["placement"] = [a.to_dict() for a in w.placement]
-                d["reason"] = self.sched.waits_for(w) if w.state == HELD else w.reason
-            out.append(d)
-        return out
+        return snapshot(self, user or caller.name)
 
     # --- the scheduling loop ----------------------------------------------------------
 

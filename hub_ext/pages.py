@@ -28,10 +28,10 @@ from .api_admin import counts
 from .base import APIError, BaseHandler
 from .cli_client_arrays import collapse, compact
 from .scopes import ADMIN, Caller
+from .snapshot import EXPLAIN_MAX, brief
 
 NEED_ADMIN = f"ComputeHub admin pages need the {ADMIN} scope"
 AUDIT_ROWS = 200
-EXPLAIN_MAX = 50      # pending workloads explained in full (with ETA); the rest get the cycle's reason
 RECENT_ENDED = 5      # ended workloads on the landing page
 NAV = [("admin/", "Queues"), ("admin/nodes", "Nodes"), ("admin/pending", "Pending"),
        ("admin/approvals", "Approvals"), ("usage", "Usage"), ("admin/audit", "Audit log")]
@@ -285,15 +285,9 @@ class PendingPage(AdminPage):
         rows = array_rows([views.workload(w, positions) for w in pending])
         for i, d in enumerate(rows):          # a row of an array's tasks: its first one's reason and ETA
             w = by_id[d["id"]]
-            if i < EXPLAIN_MAX:
-                e = svc.explanation(w)
-                d.update(reason=e.get("reason"), eta_seconds=e.get("eta_seconds"), eta_reason=e.get("eta_reason"),
-                         eta_earliest=e.get("eta_earliest", False))
-            else:
-                b = sched.last.blockers.get(w.id) if sched.last else None
-                d.update(reason=b.text(w) if b else "waiting for the next scheduling cycle",
-                         eta_seconds=None, eta_reason="not estimated for work this far down the line",
-                         eta_earliest=False)
+            e = svc.explanation(w) if i < EXPLAIN_MAX else brief(svc, w)
+            d.update(reason=e.get("reason"), eta_seconds=e.get("eta_seconds"), eta_reason=e.get("eta_reason"),
+                     eta_earliest=e.get("eta_earliest", False))
         # Held work is out of line (no position): what keeps it back, said apart.
         held = sched.workloads(states=(HELD,))
         held_rows = array_rows([dict(views.workload(w), reason=sched.waits_for(w)) for w in held])

@@ -214,3 +214,25 @@ def test_an_arrays_tasks_an_admin_holds_are_left_held_and_said_apart(hub, submit
     assert r.status_code == 403 and "only an admin releases it" in r.json()["message"], r.text
     r = hub.call("POST", f"/workloads/{w['id']}/array-action", hub.tokens["ada"], json={"action": "release"})
     assert r.status_code == 200 and "held" not in r.json()["states"].values(), r.text
+
+
+def test_a_big_arrays_tasks_are_not_each_simulated_for_the_stream_and_the_landing_page(hub, submitted):  # noqa: F811
+    """A start estimate simulates everything ahead: the snapshot (event stream, landing page) makes
+    one for the first of an array's waiting tasks; the others get their place and the cycle's reason."""
+    import requests
+    big = ("--gpus", "4", "--workers", "2", "--queue", "vision", "--time", "1h")     # more than vision may run
+    w = json.loads(ok(cli(hub, "alice", "submit", *big, "--array", "0-5", "--json")))
+    submitted.extend(("alice", t) for t in w["tasks"])
+    for t in w["tasks"][1:]:
+        until(hub, "alice", t, ("pending",))
+    with requests.get(hub.api + "/events", headers={"Authorization": f"token {hub.tokens['alice']}"}, stream=True,
+                      timeout=20) as r:
+        snap = next(json.loads(line[5:]) for line in r.iter_lines(decode_unicode=True) if line.startswith("data:")
+                    and line[5:].strip().startswith("["))
+    tasks = {x["id"]: x for x in snap if x["id"] in w["tasks"]}
+    waiting = [tasks[t] for t in w["tasks"] if tasks[t]["state"] == "pending"]
+    assert len(waiting) >= 5, tasks
+    assert waiting[0]["eta_reason"] != "not estimated for work this far down the line", waiting[0]
+    for x in waiting[1:]:
+        assert x["eta_reason"] == "not estimated for work this far down the line" and x["eta_seconds"] is None, x
+        assert x["position"] > waiting[0]["position"] and x["reason"], x
