@@ -128,7 +128,8 @@ def test_admin_edits_quota_and_drains_node(admin_hub, browser, tmp_path):
             sync_api.expect(held.locator(f"#w-{fourth}")).to_contain_text(f"tasks 6-7 of array {fourth} (2 tasks)")
             sync_api.expect(held.locator(f"#w-{tasks[1]}")).to_have_count(0)
             sync_api.expect(page.locator("h2#held")).to_have_text("Held (3)")        # workloads, not lines
-            sweep = hub.call("POST", "/workloads", alice, json={**gang, "array": "0-2", "name": "sweep"}).json()["tasks"]
+            sweep = hub.call("POST", "/workloads", alice,
+                             json={**gang, "array": "0-2", "name": "sweep"}).json()["tasks"]
             tasks += sweep
             page.reload()
             line = page.locator(f"#pending-work #w-{sweep[0]}")

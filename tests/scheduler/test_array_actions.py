@@ -41,7 +41,8 @@ def test_states_narrow_it_to_the_tasks_a_row_stands_for():
     out = s.act_on_array(tasks[0].id, "cancel", now=2, actor="ada", states=("pending",))   # the pending row
     assert [w.id for w in out.done] == [tasks[2].id]
     assert [s.get(t.id).state for t in tasks] == [ADMITTED, ADMITTED, CANCELLED, HELD]
-    with pytest.raises(Conflict, match="has no tasks still live and not being stopped already among those pending or awaiting approval"):
+    with pytest.raises(Conflict, match="has no tasks still live and not being stopped already among those "
+                                       "pending or awaiting approval"):
         s.act_on_array(tasks[0].id, "cancel", now=3, states=("pending", "awaiting_approval"))
 
 
