@@ -7,8 +7,8 @@ from traitlets import Bool, Unicode
 
 from .cli import UsageError
 from .cli_client import ClientCommand, for_each_id
-from .cli_each import act_on_arrays
 from .cli_client_arrays import ARRAY_FLAG, by_index
+from .cli_each import act_on_arrays
 
 
 class HoldApp(ClientCommand):
