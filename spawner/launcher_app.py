@@ -31,7 +31,7 @@ from .service_client import ServiceError
 
 HOLDING = ("admitted", "running", "preempting", "cancelling", "reclaiming")
 STOPPING = ("preempting", "cancelling", "reclaiming")      # told to stop: stop it, then report "stopped"
-LAUNCH_TURN = 32    # launches spawned in one look before the others (and their reports) get a turn
+LAUNCH_TURN = 8     # launches spawned in one look before the others (and their reports) get a turn
 MTIME_TICK = 1.0    # seconds a file's time may lag time.time() (coarse file-system clocks, NFS)
 
 
