@@ -19,8 +19,9 @@ from test_launch_local_failures import wait_file
 from spawner.process_groups import descendants
 
 # Fork, leave the session, fork again, and run `sleep` with an empty environment; the middle
-# process writes the daemon's pid and exits at once, so the daemon's parent is gone before the
-# job itself ends.
+# process waits until the daemon is `sleep` (on a loaded machine the launcher could otherwise
+# see it between fork and exec, still named python), writes its pid and exits, so the daemon's
+# parent is gone before the job itself ends.
 DAEMONIZE = f"""import os, sys, time
 pid = os.fork()
 if pid == 0:
@@ -28,6 +29,9 @@ if pid == 0:
     g = os.fork()
     if g == 0:
         os.execve({shutil.which("sleep")!r}, ["sleep", "303"], {{}})
+    deadline = time.monotonic() + 10
+    while open(f"/proc/{{g}}/comm").read().strip() != "sleep" and time.monotonic() < deadline:
+        time.sleep(0.005)
     open(sys.argv[1], "w").write(str(g))
     os._exit(0)
 os.waitpid(pid, 0)
