@@ -24,6 +24,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+from .waiting import explained
+
 SERVICE = "services/computehub"
 TERMINAL = ("finished", "failed", "cancelled", "preempted", "reclaimed", "rejected")
 WAITING = ("pending", "held", "awaiting_approval")
@@ -178,11 +180,7 @@ class Client:
         items = self.request("GET", "workloads", params=params)["workloads"]
         # Why a waiting one waits (and its position, ETA): only GET workloads/{id} says. Of a job
         # array's waiting tasks only the first is asked (%jobs shows them as one row).
-        first = {}
-        for w in items:
-            if w["state"] in ("pending", "held"):
-                first.setdefault(((w.get("array") or {}).get("id") or w["id"], w["state"]), w)
-        for w in list(first.values())[:EXPLAIN_AT_MOST]:
+        for w in explained(items, ("pending", "held"), EXPLAIN_AT_MOST):
             try:
                 w["explanation"] = self.request("GET", f"workloads/{urllib.parse.quote(w['id'], safe='')}")\
                     .get("explanation")

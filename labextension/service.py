@@ -14,11 +14,12 @@ from urllib.parse import quote, urlencode
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
+from .waiting import DETAILS_MAX, explained
+
 TERMINAL = ("finished", "failed", "cancelled", "preempted", "reclaimed", "rejected")
 WAITING = ("pending", "held", "awaiting_approval")
 RECENT_ENDED = 5      # ended workloads shown after the live ones
 LIVE_MAX = 10_000     # my live workloads in one look: the service's largest page (a job array has up to 1,000)
-DETAILS_MAX = 50      # waiting workloads asked about one by one (position, reason, ETA) per look
 
 
 class UpstreamError(Exception):
@@ -86,7 +87,7 @@ class ServiceClient:
             self.call("GET", "queues"))
         workloads = live["workloads"]
         ended = sorted(recent["workloads"], key=lambda w: w.get("ended_at") or 0, reverse=True)
-        waiting = explained(workloads)
+        waiting = explained(workloads, WAITING, DETAILS_MAX)
         details = await asyncio.gather(*(self._detail(w["id"]) for w in waiting))
         for w, d in zip(waiting, details):
             if d is not None:
@@ -133,20 +134,3 @@ def _denied(status: int, body: bytes) -> UpstreamError:
     if 400 <= status < 500:
         return UpstreamError(status, code, message)
     return UpstreamError(502, "service_error", f"ComputeHub failed ({status}): {message}")
-
-
-def explained(workloads: list[dict]) -> list[dict]:
-    """The waiting workloads the panel shows a reason and ETA for, each asked about on its own:
-    of a job array's tasks waiting in the same state only the first (the panel shows them as one
-    row, with its reason), and at most ``DETAILS_MAX``, those nearest the front first. A sweep of
-    1,000 tasks costs one request per look, not 1,000; the rest keep the listing's position."""
-    out, rows = [], set()
-    for w in sorted((w for w in workloads if w["state"] in WAITING),
-                    key=lambda w: (w.get("position") or float("inf"), w["id"])):
-        a = w.get("array")
-        if a:
-            if (a["id"], w["state"]) in rows:
-                continue
-            rows.add((a["id"], w["state"]))
-        out.append(w)
-    return out[:DETAILS_MAX]
