@@ -31,7 +31,7 @@ $(CHP):
 # venv; rebuild and re-copy when its sources change after that. The stamp is the venv's own (a
 # `jlpm build` by hand refreshes labextension/prebuilt but not the copy the servers load).
 LABEXT := $(VENV)/.labextension-installed
-$(LABEXT): labextension/package.json labextension/yarn.lock $(wildcard labextension/src/*.ts labextension/style/*) | $(STAMP)
+$(LABEXT): labextension/package.json labextension/yarn.lock $(wildcard labextension/src/*.ts labextension/style/* labextension/schema/*) | $(STAMP)
 	rm -rf labextension/prebuilt
 	$(PY) -m pip install -q --no-deps -e .
 	touch $(LABEXT)

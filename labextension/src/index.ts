@@ -4,10 +4,11 @@
  */
 
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
+import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
 import { LabIcon } from '@jupyterlab/ui-components';
 
-import { Noticer } from './notify';
+import { NoticeLevel, Noticer, wanted } from './notify';
 import { ComputeHubPanel } from './panel';
 import { ComputeHubStatus } from './statusitem';
 import { ComputeHubStore } from './store';
@@ -25,12 +26,14 @@ const OPEN = 'computehub:open-panel';
 const LOGS = 'computehub:show-logs';
 const NOTIFY = 'apputils:notify'; // JupyterLab's own notifications (toasts and the notification centre)
 
+const PLUGIN_ID = 'computehub:plugin'; // its settings' schema is schema/plugin.json
+
 const plugin: JupyterFrontEndPlugin<void> = {
-  id: 'computehub:plugin',
+  id: PLUGIN_ID,
   description: 'ComputeHub queue position, wait reason and GPU usage',
   autoStart: true,
-  optional: [IStatusBar],
-  activate: (app: JupyterFrontEnd, statusBar: IStatusBar | null) => {
+  optional: [IStatusBar, ISettingRegistry],
+  activate: (app: JupyterFrontEnd, statusBar: IStatusBar | null, registry: ISettingRegistry | null) => {
     const store = new ComputeHubStore();
     const panel = new ComputeHubPanel(store);
     panel.title.icon = ICON;
@@ -54,13 +57,14 @@ const plugin: JupyterFrontEndPlugin<void> = {
 
     // Tell me when my work starts after waiting, ends, or is preempted, wherever I am in Lab.
     const noticer = new Noticer();
+    let level: NoticeLevel = 'all';
     let looked: unknown = null;
     store.changed.connect(() => {
       if (!store.report || store.report === looked || !app.commands.hasCommand(NOTIFY)) {
         return;
       }
       looked = store.report;
-      for (const n of noticer.update(store.report)) {
+      for (const n of noticer.update(store.report).filter(n => wanted(n, level))) {
         const actions = n.logs ? [{ label: 'Logs', commandId: LOGS, args: { id: n.logs } }] : [];
         void app.commands.execute(NOTIFY, {
           message: n.message,
@@ -77,6 +81,21 @@ const plugin: JupyterFrontEndPlugin<void> = {
 
     document.addEventListener('visibilitychange', () => store.poller.visibilityChanged());
     store.poller.start();
+
+    // My settings (Settings > ComputeHub; an admin's defaults in overrides.json), now and as they change.
+    if (registry) {
+      const apply = (settings: ISettingRegistry.ISettings) => {
+        level = settings.get('notifications').composite as NoticeLevel;
+        store.poller.setInterval((settings.get('refreshSeconds').composite as number) * 1000);
+      };
+      registry
+        .load(PLUGIN_ID)
+        .then(settings => {
+          apply(settings);
+          settings.changed.connect(apply);
+        })
+        .catch(reason => console.warn('ComputeHub: settings not loaded, using the defaults', reason));
+    }
   }
 };
 

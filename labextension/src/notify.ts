@@ -16,6 +16,14 @@ export interface Notice {
   logs: string;
 }
 
+/** Which notices I want (the extension's `notifications` setting). */
+export type NoticeLevel = 'all' | 'problems' | 'none';
+
+/** Whether I asked to be told ``n``: problems are the notices that warn or report an error. */
+export function wanted(n: Notice, level: NoticeLevel): boolean {
+  return level === 'all' || (level === 'problems' && (n.type === 'warning' || n.type === 'error'));
+}
+
 interface Seen {
   state: string;
   preemptions: number;

@@ -2,7 +2,7 @@
  * Polling with backoff that goes quiet while the tab is hidden.
  *
  * After a success the next poll comes `interval` ms later; after n failures in a
- * row it comes interval × factor^n ms later, capped at `maxInterval`. While the
+ * row it comes interval × factor^n ms later, capped at `maxInterval` (or the interval, if longer). While the
  * page is hidden no poll runs at all; becoming visible polls at once. Timers and
  * visibility are injected so that tests drive it without a browser.
  */
@@ -37,7 +37,16 @@ export class Poller {
   /** How long to wait before the next poll, given the failures in a row so far. */
   delay(failures = this.failures): number {
     const { interval, maxInterval, factor } = this.opts;
-    return Math.min(maxInterval, interval * Math.pow(factor, failures));
+    return Math.min(Math.max(maxInterval, interval), interval * Math.pow(factor, failures));
+  }
+
+  /** A new interval (a setting changed): a poll already waited for comes at the new pace. */
+  setInterval(ms: number): void {
+    this.opts.interval = ms;
+    if (this.timer !== null) {
+      this.cancelTimer();
+      this.timer = this.opts.setTimer(() => void this.tick(), this.delay());
+    }
   }
 
   get isRunning(): boolean {

@@ -106,12 +106,14 @@ def write_gpus(path: Path, util0: int, used0_gib: int) -> None:
 @pytest.fixture
 def labhub(tmp_path):
     h = RealHub(tmp_path, extra_service_config=SERVICE)
-    conf = tmp_path / "lab-config"
+    conf = h.lab_config = tmp_path / "lab-config"
     conf.mkdir()
     (conf / "jupyter_server_config.py").write_text(FAKE_NVML)
     h.gpus_file = tmp_path / "gpus.json"
     write_gpus(h.gpus_file, 63, 12)
-    env = {"JUPYTER_CONFIG_PATH": str(conf), "FAKE_NVML_FILE": str(h.gpus_file)}
+    h.lab_settings = tmp_path / "lab-settings"   # JupyterLab's user settings (none: the defaults)
+    env = {"JUPYTER_CONFIG_PATH": str(conf), "FAKE_NVML_FILE": str(h.gpus_file),
+           "JUPYTERLAB_SETTINGS_DIR": str(h.lab_settings)}
     h.spawner_config = spawner_config(h) + f"""
 c.Spawner.default_url = "/lab"
 c.Spawner.start_timeout = 120
@@ -369,6 +371,75 @@ def test_status_bar_and_panel_follow_a_queued_job_to_running(labhub, browser, tm
         finally:
             hub.call("DELETE", f"/workloads/{sweep}", hub.tokens["alice"])
             hub.call("DELETE", f"/workloads/{urgent}", hub.tokens["bob"])
+    finally:
+        ctx.close()
+    r = hub_api(hub, "DELETE", "/users/alice/server", "alice")
+    assert r.status_code in (202, 204), r.text
+    wait_for("alice's server process to exit", lambda: "alice" not in server_procs(hub), 60)
+
+
+def test_my_settings_choose_which_notifications_and_how_often_lab_looks(labhub, browser):
+    """Settings > ComputeHub: the admin's default for everyone (JupyterLab's overrides.d in its
+    app_settings_dir) is a look every 10 minutes; alice asks for problems only. Lab reads both
+    through its settings API; it then looks only when asked (opening the panel); her job that
+    waited starts without a word, and its failure is a notification."""
+    hub = labhub
+    admins = hub.data_dir / "lab-app-settings"
+    (admins / "overrides.d").mkdir(parents=True)
+    (admins / "overrides.d" / "computehub.json").write_text(json.dumps({"computehub:plugin": {"refreshSeconds": 600}}))
+    with open(hub.lab_config / "jupyter_server_config.py", "a") as f:
+        f.write(f"\nc.LabApp.app_settings_dir = {str(admins)!r}\n")
+    mine = hub.lab_settings / "computehub" / "plugin.jupyterlab-settings"
+    mine.parent.mkdir(parents=True)
+    mine.write_text(json.dumps({"notifications": "problems"}))
+    r = hub_api(hub, "POST", "/users/alice/server", "alice")
+    assert r.status_code in (201, 202), r.text
+    wait_ready(hub, "alice", timeout=150)
+    ctx = browser.new_context(viewport={"width": 1400, "height": 850})
+    page = ctx.new_page()
+    page.set_default_timeout(60_000)
+    try:
+        status = open_lab(page, hub)
+        sync_api.expect(status).to_contain_text("GPU 1×A100", timeout=30_000)
+        got = page.evaluate("""async () => {
+            const xsrf = (document.cookie.match(/(?:^|; )_xsrf=([^;]*)/) || [])[1] || '';
+            const r = await fetch('/user/alice/lab/api/settings/computehub:plugin',
+                                  {headers: {'X-XSRFToken': decodeURIComponent(xsrf)}});
+            return [r.status, await r.json()];
+        }""")
+        assert got[0] == 200, got
+        assert got[1]["schema"]["title"] == "ComputeHub", got
+        assert got[1]["schema"]["properties"]["notifications"]["enum"] == ["all", "problems", "none"], got
+        assert got[1]["schema"]["properties"]["refreshSeconds"]["default"] == 600, got   # the admin's
+        assert got[1]["settings"] == {"notifications": "problems"}, got                      # alice's
+
+        # Every 10 minutes: no look at all in 8 s (the default would look 4 times).
+        polls = []
+        page.on("request", lambda req: polls.append(time.monotonic()) if "/computehub/workloads" in req.url else None)
+        page.wait_for_timeout(3_000)           # the settings land just after the first look
+        quiet_from = time.monotonic()
+        page.wait_for_timeout(8_000)
+        assert not [t for t in polls if t > quiet_from], f"{len(polls)} looks though asked for one in 10 minutes"
+
+        r = hub.call("POST", "/workloads", hub.tokens["alice"],
+                     json={"name": "alice-quiet", "kind": "training", "resources": {"gpu": 1}, "hold": True})
+        assert r.status_code == 201, r.text
+        job = r.json()["id"]
+        row = page.locator(f".jp-ComputeHub-workload[data-workload-id='{job}']")
+        status.click()                          # opening the panel looks at once
+        sync_api.expect(row).to_have_attribute("data-state", "held", timeout=30_000)
+        assert hub.call("POST", f"/workloads/{job}/release", hub.tokens["alice"]).status_code == 200
+        wait_for("alice's job to be admitted", lambda: workload(hub, job)["state"] == "admitted", 30)
+        status.click()
+        sync_api.expect(row).to_have_attribute("data-state", "admitted", timeout=30_000)
+        r = hub.call("POST", f"/workloads/{job}/status", hub.launcher_token,
+                     json={"state": "failed", "exit_code": 3, "reason": "exit code 3: out of memory"})
+        assert r.status_code == 200 and r.json()["state"] == "failed", r.text
+        status.click()
+        toast = page.locator(".Toastify__toast", has_text="alice-quiet failed")
+        sync_api.expect(toast).to_contain_text("out of memory", timeout=30_000)
+        # The start was a change the look before saw (the row said admitted): not a problem, not said.
+        assert page.locator(".Toastify__toast", has_text="alice-quiet is starting").count() == 0
     finally:
         ctx.close()
     r = hub_api(hub, "DELETE", "/users/alice/server", "alice")

@@ -47,6 +47,8 @@ def test_wheel_installs_an_enabled_prebuilt_extension_without_node(tmp_path):
     assert data + "share/jupyter/labextensions/computehub/package.json" in names
     assert data + "share/jupyter/labextensions/computehub/install.json" in names
     assert any(n.startswith(data + "share/jupyter/labextensions/computehub/static/remoteEntry.") for n in names)
+    # My settings (Settings > ComputeHub): the schema JupyterLab reads them by.
+    assert data + "share/jupyter/labextensions/computehub/schemas/computehub/plugin.json" in names
     assert data + "etc/jupyter/jupyter_server_config.d/computehub.json" in names
     assert not [n for n in names if "node_modules" in n or n.startswith("labextension/src/")], "sources in the wheel"
     built = time.monotonic()

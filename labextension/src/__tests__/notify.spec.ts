@@ -1,5 +1,5 @@
 import { Workload, WorkloadsReport } from '../model';
-import { Noticer } from '../notify';
+import { Notice, Noticer, wanted } from '../notify';
 
 function wl(over: Partial<Workload> = {}): Workload {
   return { id: 'w1', name: 'train', user: 'alice', queue: 'vision', kind: 'training', state: 'pending', ...over };
@@ -63,5 +63,18 @@ describe('notices', () => {
         type: 'info', logs: '' }
     ]);
     expect(n.update(report([]))).toEqual([]);
+  });
+
+  it('keeps to the notices I asked for: all, problems only (warnings and errors) or none', () => {
+    const n = new Noticer();
+    n.update(report([wl(), wl({ id: 'w2', state: 'running' }), wl({ id: 'w3', state: 'running' })]));
+    const notices = n.update(report([wl({ state: 'running' }), wl({ id: 'w2', state: 'finished' }),
+      wl({ id: 'w3', state: 'failed', reason: 'exit 1' })]));
+    const said = (level: 'all' | 'problems' | 'none') => notices.filter(x => wanted(x, level)).map(x => x.message);
+    expect(said('all')).toEqual(['train is starting', 'train finished', 'train failed: exit 1']);
+    expect(said('problems')).toEqual(['train failed: exit 1']);
+    expect(said('none')).toEqual([]);
+    const preempted: Notice = { message: 'x was preempted', type: 'warning', logs: 'w1' };
+    expect(wanted(preempted, 'problems')).toBe(true);
   });
 });

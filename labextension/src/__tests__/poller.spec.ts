@@ -97,4 +97,25 @@ describe('Poller', () => {
     expect(calls).toEqual([0, 500]);
     expect(poller.isRunning).toBe(false);
   });
+
+  it('takes a new interval at once: the poll already waited for comes at the new pace', async () => {
+    const { clock, calls, poller } = make([]);
+    poller.start();
+    await flush();
+    poller.setInterval(5000);     // the next poll was due at 1000
+    await clock.advance(5500);
+    expect(calls).toEqual([0, 5000]);
+    poller.setInterval(500);      // at 5500; the next was due at 10000
+    await clock.advance(1100);
+    expect(calls).toEqual([0, 5000, 6000, 6500]);
+  });
+
+  it('backs off to at most the longest wait, or the interval if that is longer', async () => {
+    const { poller } = make([]);
+    poller.setInterval(20000);    // longer than maxInterval (8000)
+    expect(poller.delay(0)).toBe(20000);
+    expect(poller.delay(3)).toBe(20000);
+    poller.setInterval(1000);
+    expect(poller.delay(3)).toBe(8000);
+  });
 });
