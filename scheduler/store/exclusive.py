@@ -284,7 +284,14 @@ class PgHold:
 
     def release(self) -> None:
         with self._mutex:
-            self._drop()        # ending the session releases the lock
+            # Unlock before closing: the server frees a closed session's locks only once its
+            # backend has exited, so a successor starting at once could still be refused.
+            if self._conn is not None and not self._conn.closed and not self._conn.invalidated:
+                try:
+                    self._conn.exec_driver_sql(f"SELECT pg_advisory_unlock({SERVICE_LOCK})")
+                except Exception:   # noqa: BLE001 - a broken session: ending it releases the lock
+                    pass
+            self._drop()
         self.engine.dispose()
 
 

@@ -85,6 +85,14 @@ def test_a_second_holder_is_refused_told_who_and_writes_nothing(store_url):
     second.close()
 
 
+def test_a_successor_starting_the_moment_its_predecessor_closes_is_never_refused(store_url):
+    """A restart: the next service takes the database at once. PostgreSQL frees a closed
+    session's locks only when its backend has exited, so closing unlocks first."""
+    for i in range(40):
+        s = held(store_url, f"svc:{i}")
+        s.close()
+
+
 def test_in_memory_sqlite_needs_no_hold():
     s = SqlStore("sqlite://", migrate=False)
     s.hold_exclusively(holder_record("http://memory"))
