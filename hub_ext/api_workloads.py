@@ -15,7 +15,7 @@ from .job_logs import read_after, read_tail
 
 STATES = (AWAITING_APPROVAL, HELD, PENDING, *HOLDING, *TERMINAL)
 SUBMIT_FIELDS = {"name", "queue", "kind", "priority", "resources", "workers", "gpu_model", "time_limit",
-                 "checkpoint_every", "node_selector", "user", "metadata", "after", "hold", "array"}
+                 "checkpoint_every", "node_selector", "user", "metadata", "after", "hold", "array", "mail"}
 
 
 class WorkloadsHandler(BaseHandler):

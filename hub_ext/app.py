@@ -44,12 +44,13 @@ from .report_tokens import ReportTokens, load_secret
 from .snapshot import snapshot
 from .stream import EventsHandler
 from .housekeeping import Housekeeping
+from .mail import Mail
 from .submission_rules import SubmissionRules
 
 VERSION = "0.1.0"
 
 
-class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Deadlines, Application):
+class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Mail, Deadlines, Application):
     name = "computehub-serve"
     description = "The ComputeHub scheduler as a JupyterHub service."
     classes = [EngineConfig]
@@ -358,7 +359,8 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Deadlines,
             loop.add_signal_handler(sig, stop.set)
         self._changed = asyncio.Event()
         self._wake = asyncio.Event()
-        tasks = [asyncio.create_task(self.scheduling_loop()), asyncio.create_task(self.housekeeping_loop())]
+        tasks = [asyncio.create_task(self.scheduling_loop()), asyncio.create_task(self.housekeeping_loop()),
+                 asyncio.create_task(self.mail_loop())]
         self.changed()
         await stop.wait()
         self.log.info("ComputeHub shutting down")

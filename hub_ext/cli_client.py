@@ -137,6 +137,7 @@ computehub submit --gpus 4 --workers 2 --gpu-model a100 --queue vision --time 1d
 computehub submit --kind batch --gpus 1 --cpu 8 --memory 64Gi --time 90m
 computehub submit --gpus 1 --after w0000042,w0000043:any
 computehub submit --gpus 1 --array 0-99%10 --name sweep
+computehub submit --gpus 8 --time 2d --mail end,fail
 """
     gpus = Int(1, help="GPUs per worker (count).").tag(config=True)
     gpu_model = Unicode("", help="GPU model, e.g. a100 (default: any).").tag(config=True)
@@ -162,12 +163,17 @@ computehub submit --gpus 1 --array 0-99%10 --name sweep
     kind = Enum(list(KINDS), default_value="training", help="Kind of workload.").tag(config=True)
     hold = Bool(False, help="Submit it held: it starts only once released ('computehub release ID').").tag(
         config=True)
+    mail = Unicode("", help=(
+        "Mail me when it begins, ends, fails or is requeued (preempted or its node lost): types "
+        "separated by commas, or all (Slurm's --mail-type). A job array mails once when its first "
+        "task starts and once when all have ended. Only where the admin set up mail.")).tag(config=True)
 
     aliases = {**ClientCommand.aliases, "gpus": "SubmitApp.gpus", "gpu-model": "SubmitApp.gpu_model",
                "workers": "SubmitApp.workers", "cpu": "SubmitApp.cpu", "memory": "SubmitApp.memory",
                "queue": "SubmitApp.queue", "priority": "SubmitApp.priority", "time": "SubmitApp.time_limit",
                "checkpoint-every": "SubmitApp.checkpoint_every", "after": "SubmitApp.after",
-               "name": "SubmitApp.workload_name", "kind": "SubmitApp.kind", "array": "SubmitApp.array"}
+               "name": "SubmitApp.workload_name", "kind": "SubmitApp.kind", "array": "SubmitApp.array",
+               "mail": "SubmitApp.mail"}
     flags = {**ClientCommand.flags,
              "hold": ({"SubmitApp": {"hold": True}}, "Submit it held: it starts only once released.")}
 
@@ -193,6 +199,8 @@ computehub submit --gpus 1 --array 0-99%10 --name sweep
             spec["hold"] = True
         if self.array.strip():
             spec["array"] = self.array.strip()
+        if self.mail.strip():
+            spec["mail"] = self.mail.strip()       # checked by the service, which says what is wrong
         return spec
 
     def run(self):

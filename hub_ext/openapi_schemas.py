@@ -4,6 +4,7 @@ API takes and the objects it answers with."""
 from __future__ import annotations
 
 from scheduler.ledger import GROUPS
+from scheduler.mail_types import TYPES as MAIL_TYPES
 
 from .api_workloads import STATES
 
@@ -75,11 +76,19 @@ def schemas() -> dict:
                                      "(0-99%10). Each task is a workload; its job gets "
                                      "COMPUTEHUB_ARRAY_ID, COMPUTEHUB_ARRAY_TASK_ID and "
                                      "COMPUTEHUB_ARRAY_TASK_COUNT. Batch and training work only."},
+            "mail": {"oneOf": [{"type": "array", "items": {"type": "string", "enum": [*MAIL_TYPES, "all"]}},
+                               {"type": "string", "maxLength": 100}],
+                     "description": "Mail the owner (the admin's mail_address for the user) when it "
+                                    "begins, ends (however), fails, or is requeued (preempted, or its "
+                                    "node lost); all is every one (Slurm's --mail-type). A list, or "
+                                    "one text with commas. A job array mails once when its first task "
+                                    "starts and once when all have ended. Recorded as metadata.mail. "
+                                    "400 where the service sends no mail."},
             "node_selector": _LABELS, "user": _NAME, "metadata": {
                 "type": "object",
                 "description": "Free-form data for the launcher (metadata.job) and for you; the keys "
-                               "status, ran_s, preempted_by and moved_for are ComputeHub's "
-                               "own and refused (400)"}}},
+                               "status, ran_s, preempted_by, moved_for, hold and mail (among "
+                               "others) are ComputeHub's own and refused (400)"}}},
         "Workload": {"type": "object", "required": ["id", "state", "user", "queue"],
                      "properties": {"id": {"type": "string"}, "state": {"type": "string"},
                                     "user": {"type": "string"}, "queue": {"type": "string"},

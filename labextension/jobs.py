@@ -218,12 +218,14 @@ class Client:
 def job_spec(command, *, kind: str = "training", script: str | None = None, gpus: int = 1,
              gpu_model: str | None = None, workers: int = 1, cpu=None, memory=None, queue: str | None = None,
              priority: str | None = None, time_limit=None, name: str | None = None, workdir: str | None = None,
-             port: int | None = None, checkpoint_every=None, after=None, hold: bool = False, array=None) -> dict:
+             port: int | None = None, checkpoint_every=None, after=None, hold: bool = False, array=None,
+             mail=None) -> dict:
     """The submission for a job (``POST workloads``), checked here so mistakes get one clear line.
     ``after``: jobs (``Job`` handles or ids, a list or one text with commas) it runs after, each id
     optionally with ``:any`` or ``:failed``; it is held until they have ended as asked. ``hold``: it
     is held until released (``Job.release``). ``array``: a job array, a task per index: Slurm's
-    text (``"0-9"``, ``"0-99%10"``: at most 10 at a time), a ``range`` or a list of indexes."""
+    text (``"0-9"``, ``"0-99%10"``: at most 10 at a time), a ``range`` or a list of indexes.
+    ``mail``: mail me when it begins, ends, fails or is requeued (``"end,fail"``, ``["all"]``)."""
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
         raise JobError(f"gpus must be a whole number 0 or more, not {gpus!r}")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -255,6 +257,8 @@ def job_spec(command, *, kind: str = "training", script: str | None = None, gpus
         spec["hold"] = True
     if array is not None:
         spec["array"] = array_text(array)
+    if mail not in (None, "", []):
+        spec["mail"] = mail        # the service checks it and says what is wrong
     return spec
 
 
@@ -362,7 +366,7 @@ def submit(script: str, *args: str, client: Client | None = None, **options) -> 
     """Submit ``script`` (a .py file runs with this interpreter) with ``args`` as a training job.
     Options: gpus, gpu_model, workers, cpu, memory, queue, priority, time_limit, checkpoint_every, name,
     workdir, after (jobs it runs after), hold (held until released), array (a job array: returns a
-    ``JobArray``, each task with ``$COMPUTEHUB_ARRAY_TASK_ID``)."""
+    ``JobArray``, each task with ``$COMPUTEHUB_ARRAY_TASK_ID``), mail (``"end,fail"``: mail me)."""
     return (client or Client()).submit_spec(job_spec(script_command(script, args), **options))
 
 

@@ -48,6 +48,9 @@ def _common(f):
                                                ":any or :failed; {sweep.id}[] is every task of an array "
                                                "(with --array, {sweep.id}[]:corr pairs tasks by index). "
                                                "It is held until then."),
+        argument("--mail", default=None, help="Mail me when it begins, ends, fails or is requeued: "
+                                              "types separated by commas, or all (where the admin set "
+                                              "up mail)."),
     ]):
         f = a(f)
     return f
@@ -93,7 +96,7 @@ class ComputeHubMagics(Magics):
             raise UsageError(f"--gpus must be 0 or more, not {args.gpus}")
         opts = dict(gpus=args.gpus, gpu_model=args.gpu_model, cpu=args.cpu, memory=args.memory,
                     queue=args.queue, priority=args.priority, name=args.name, after=args.after,
-                    hold=args.hold)
+                    hold=args.hold, mail=args.mail)
         for given, key, what in ((args.time, "time_limit", "--time"),
                                  (args.checkpoint_every, "checkpoint_every", "--checkpoint-every")):
             if given is not None:

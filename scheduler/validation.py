@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 
-from . import dependencies
+from . import dependencies, mail_types
 from .errors import NotFound, ValidationError
 from .model import DEFAULT_CLASS_FOR_KIND, KINDS, SCHEDULER_METADATA, IdlePolicy, NodeSpec, PriorityClass, QueueSpec
 from .resources import (GPU, flavor_key, fmt_amount, is_flavor, label, parse_count, parse_cpu,
@@ -245,7 +245,7 @@ def workload_fields(d: dict, state) -> dict:
         raise ValidationError("a workload must be a mapping")
     allowed = {"user", "queue", "kind", "priority", "resources", "workers", "gpu_model",
                "node_selector", "time_limit", "checkpoint_every", "name", "metadata", "after", "hold",
-               "array"}
+               "array", "mail"}
     unknown = set(d) - allowed
     if unknown:
         raise ValidationError(f"unknown workload field(s): {', '.join(sorted(unknown))}")
@@ -307,6 +307,9 @@ def workload_fields(d: dict, state) -> dict:
                   gpu_model=model, node_selector=selector, time_limit=time_limit,
                   checkpoint_every=checkpoint_every, name=name, after=dependencies.parse(d.get("after")),
                   metadata=dict(metadata))
+    mail = mail_types.parse(d.get("mail"))
+    if mail:
+        fields["metadata"][mail_types.MAIL] = mail
     _check_feasible(fields, qspec, state)
     return fields
 

@@ -132,6 +132,27 @@ def test_the_service_config_loads_into_the_real_service(tmp_path):
         "computehub")
 
 
+def test_mail_is_off_by_default_and_one_block_of_values_sets_it_up(tmp_path):
+    from hub_ext.app import ComputeHubService
+    (tmp_path / "off.json").write_text(config_files(render(tmp_path))["computehub_config.json"])
+    app = ComputeHubService()
+    app.load_config_file(str(tmp_path / "off.json"))
+    assert not app.mails
+    objs = render(tmp_path, values={"service": {"mail": {
+        "smtpHost": "smtp.example.org", "smtpPort": 587, "security": "starttls", "username": "computehub",
+        "passwordSecret": "smtp", "address": "{user}@example.org", "from": "ComputeHub <ch@example.org>",
+        "link": "https://hub.example.org/services/computehub/"}}})
+    (tmp_path / "on.json").write_text(config_files(objs)["computehub_config.json"])
+    app = ComputeHubService()
+    app.load_config_file(str(tmp_path / "on.json"))
+    assert app.mails and (app.smtp_host, app.smtp_port, app.smtp_security, app.smtp_username) == (
+        "smtp.example.org", 587, "starttls", "computehub")
+    assert (app.mail_address, app.mail_from) == ("{user}@example.org", "ComputeHub <ch@example.org>")
+    env = {e["name"]: e for e in pod_spec(one(objs, "Deployment", component="service"))["containers"][0]["env"]}
+    assert env["COMPUTEHUB_SMTP_PASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": "smtp", "key": "smtp-password"}
+    assert "COMPUTEHUB_SMTP_PASSWORD" not in env_of(render(tmp_path), "service")
+
+
 def test_the_stop_deadline_outlasts_the_job_pods_grace(tmp_path):
     """The service stops counting on a victim stopping (stop_deadline) only well after its pod's
     terminationGracePeriodSeconds: 15 minutes, or the grace + 5 minutes; extraConfig wins."""
@@ -397,6 +418,8 @@ def test_optional_parts_can_be_left_out(tmp_path):
     (["priorityClasses.useExisting=yes"], "/priorityClasses/useExisting"),
     (["service.allowedNodeSelectors={zone}"], "/service/allowedNodeSelectors/0"),
     (["priorityClasses.values.training=0"], "/priorityClasses/values/training"),
+    (["service.mail.address=team@example.org"], "/service/mail/address"),
+    (["service.mail.security=ssl"], "/service/mail/security"),
 ])
 def test_bad_values_are_refused_with_what_is_wrong(tmp_path, sets, message):
     with pytest.raises(ChartError) as e:

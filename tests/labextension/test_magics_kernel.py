@@ -246,6 +246,7 @@ def test_serve_forwards_without_hub_credentials_and_lets_admins_in(setup):
     ("%release", "%release needs one or more job ids"),
     ("%submit --after w1:soon write.py", "'w1:soon' is not a workload id"),
     ("%logs --tail 0 w1", "--tail must be from 1 to 100000"),
+    ("%submit --mail end write.py", "this ComputeHub sends no mail (its admin sets"),   # the magic passes it on
 ])
 def test_bad_arguments_give_one_clear_line(setup, line, says):
     _, _, k = setup

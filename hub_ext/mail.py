@@ -1,0 +1,229 @@
+"""Mail to a job's owner when it starts, ends, fails or is requeued, as the submission asked
+(``mail``: Slurm's ``--mail-type``). Mixed into ``ComputeHubService``.
+
+The mailer follows the audit log (the events table), every ``mail_interval`` seconds, on a
+worker thread: the scheduler's decisions never wait for a mail server. Where it stands (the
+last event it has dealt with) is kept in the database, so a restart neither loses nor repeats
+what was sent before; a mail server that is down is tried again at the next round, from the
+first mail not sent (each mail goes at least once). Events younger than ``SETTLE_S`` wait for
+the next round: another transaction may still commit an earlier one. A job array gets one
+mail when its first task starts and one when none of its tasks is live any more, not one
+per task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import smtplib
+import time
+
+from traitlets import Enum, Float, HasTraits, Integer, Unicode, default, validate
+
+from scheduler.config_checks import ConfigError, check_number
+from scheduler.errors import StoreUnavailable, ValidationError
+from scheduler.mail_types import BEGIN, END, FAIL, MAIL, REQUEUE
+from scheduler.model import AWAITING_APPROVAL, HELD, HOLDING, PENDING, TERMINAL
+
+from .mail_compose import array_mail, message, workload_mail
+
+STATE_KEY = "mail_state"    # meta: {"after": event id, "begun": [array ids], "ended": [array ids]}
+SETTLE_S = 5.0              # events younger than this wait a round (an earlier one may still commit)
+BATCH = 1000                # events read per round at most
+KEEP_ARRAYS = 1000          # array ids remembered in each of begun / ended
+LIVE = (AWAITING_APPROVAL, HELD, PENDING, *HOLDING)
+
+
+class Mail(HasTraits):
+    """Needs ``sched`` (its store), ``log``, ``path()``; ``mail_loop`` runs beside the service."""
+
+    smtp_host = Unicode(
+        "", config=True,
+        help="""Host name of the SMTP server ComputeHub sends its mails through (a job's owner asks for
+        them with `mail` at submission: computehub run --mail end,fail). Empty: no mail, and a
+        submission asking for mail is refused (400) saying so. Needs `mail_address` too.""")
+    smtp_port = Integer(0, config=True, help="Port of the SMTP server (default: 465 with `tls`, else 25).")
+    smtp_security = Enum(
+        ["none", "starttls", "tls"], "none", config=True,
+        help="How the connection to the SMTP server is secured: 'none' (plain, a relay on the same "
+             "host or network), 'starttls' (upgraded after connecting, usually port 587) or 'tls' "
+             "(TLS from the start, usually port 465).")
+    smtp_username = Unicode("", config=True, help="User name to log in to the SMTP server with (empty: no login).")
+    smtp_password = Unicode(
+        config=True, help="Password for `smtp_username` (default: $COMPUTEHUB_SMTP_PASSWORD).")
+    mail_from = Unicode(
+        "ComputeHub <computehub@localhost>", config=True,
+        help="The From: of ComputeHub's mails, e.g. 'ComputeHub <computehub@example.org>'.")
+    mail_address = Unicode(
+        "", config=True,
+        help="""A user's mail address, with {user} for the JupyterHub user name: '{user}@example.org'.
+        Empty: no mail (as with no `smtp_host`).""")
+    mail_link = Unicode(
+        "", config=True,
+        help="The public URL of ComputeHub's pages that each mail names, e.g. "
+             "'https://hub.example.org/services/computehub/' (empty: none).")
+    mail_interval = Float(
+        10.0, config=True,
+        help="Seconds between two rounds of mail: how late a mail may be, at most, plus the "
+             f"{SETTLE_S:.0f} seconds each change waits for earlier ones.")
+
+    @default("smtp_password")
+    def _smtp_password(self):
+        return os.environ.get("COMPUTEHUB_SMTP_PASSWORD", "")
+
+    @validate("mail_interval")
+    def _mail_interval(self, proposal):
+        return check_number("ComputeHubService.mail_interval", proposal.value, low=0, low_open=True,
+                            unit="seconds")
+
+    @validate("mail_address")
+    def _mail_address(self, proposal):
+        value = proposal.value
+        if value and "{user}" not in value:
+            raise ConfigError(f"ComputeHubService.mail_address must contain {{user}} (got {value!r}): "
+                             "one address per user, e.g. '{user}@example.org'")
+        return value
+
+    @property
+    def mails(self) -> bool:
+        return bool(self.smtp_host and self.mail_address)
+
+    def check_mail_wanted(self, spec: dict) -> None:
+        """A submission asking for mail where none is sent is refused, not silently unmailed."""
+        if spec.get("mail") and not self.mails:
+            raise ValidationError("this ComputeHub sends no mail (its admin sets ComputeHubService.smtp_host "
+                                  "and mail_address); leave out mail")
+
+    def smtp_connect(self) -> smtplib.SMTP:
+        port = self.smtp_port or (465 if self.smtp_security == "tls" else 25)
+        cls = smtplib.SMTP_SSL if self.smtp_security == "tls" else smtplib.SMTP
+        smtp = cls(self.smtp_host, port, timeout=30)
+        if self.smtp_security == "starttls":
+            smtp.starttls()
+        if self.smtp_username:
+            smtp.login(self.smtp_username, self.smtp_password)
+        return smtp
+
+    # --- the rounds ----------------------------------------------------------------
+
+    async def mail_loop(self) -> None:
+        if not self.mails:
+            return
+        state = None
+        while True:
+            try:
+                if state is None:
+                    state = await asyncio.to_thread(self._mail_state)
+                await asyncio.to_thread(self.mail_round, state)
+            except StoreUnavailable as e:
+                self.log.warning("mail waits: the database is unavailable (%s)", e.detail)
+            except Exception:       # noqa: BLE001 - a failed round must not stop the next one
+                self.log.exception("a round of mail failed; trying again in %.0f s", self.mail_interval)
+            await asyncio.sleep(self.mail_interval)
+
+    def _mail_state(self) -> dict:
+        raw = self.sched.store.get_meta(STATE_KEY)
+        if raw:
+            return json.loads(raw)
+        # The first start with mail: from now on (what happened before was never promised a mail).
+        return {"after": self.sched.store.last_event_id(), "begun": [], "ended": []}
+
+    def mail_round(self, state: dict, now: float | None = None) -> int:
+        """Mail what happened since ``state["after"]`` (updated, and saved); how many were sent.
+        Event by event: one whose mail could not go stays for the next round, with all after it."""
+        now = time.time() if now is None else now
+        store = self.sched.store
+        sent = 0
+        with _Outbox(self) as outbox:
+            for e in store.get_events(after_id=state["after"], limit=BATCH):
+                if e.time > now - SETTLE_S:
+                    break
+                mail, note = self._mail_for(e, state) if e.workload_id is not None else (None, None)
+                if mail is not None:
+                    if not outbox.send(*mail):
+                        break
+                    sent += 1
+                if note is not None:            # ("begun" | "ended", array id)
+                    state[note[0]] = [a for a in state[note[0]] if a != note[1]][-KEEP_ARRAYS + 1:] + [note[1]]
+                    if note[0] == "ended":
+                        state["begun"] = [a for a in state["begun"] if a != note[1]]
+                state["after"] = e.id
+        with store.transaction():
+            store.set_meta(STATE_KEY, json.dumps(state))
+        return sent
+
+    def _mail_for(self, e, state: dict) -> tuple[tuple[str, str, str] | None, tuple[str, str] | None]:
+        """The mail (to, subject, body) event ``e`` calls for, if any, and what to note of a job
+        array once it went."""
+        store = self.sched.store
+        w = store.get_workload(e.workload_id)
+        types = (w.metadata.get(MAIL) or []) if w is not None else []
+        if not types:
+            return None, None
+        if e.kind == "started":
+            kind = BEGIN
+        elif e.kind == "requeued":
+            kind = REQUEUE
+        elif w.state in TERMINAL and w.ended_at is not None and abs(w.ended_at - e.time) < 1e-6:
+            kind = END          # the event that ended it (its end time is this event's)
+        else:
+            return None, None
+        to = self.mail_address.format(user=w.user)
+        if w.array is None:
+            wanted = kind in types or (kind == END and FAIL in types and w.state == "failed")
+            return ((to, *workload_mail(kind, w, e, self.mail_link)) if wanted else None), None
+        aid = w.array["id"]
+        if kind == REQUEUE:
+            return None, None   # a task back in line: the array's end says how it went
+        if kind == BEGIN:
+            if aid in state["begun"] or aid in state["ended"] or BEGIN not in types:
+                return None, None
+            return (to, *array_mail(BEGIN, w, {}, e, self.mail_link)), ("begun", aid)
+        if aid in state["ended"] or store.count_workloads(array=aid, states=LIVE):
+            return None, None
+        counts: dict[str, int] = {}
+        for t in store.get_workloads(array=aid):
+            counts[t.state] = counts.get(t.state, 0) + 1
+        wanted = END in types or (FAIL in types and counts.get("failed"))
+        return ((to, *array_mail(END, w, counts, e, self.mail_link)) if wanted else None), ("ended", aid)
+
+
+class _Outbox:
+    """One SMTP connection for a round, opened at its first mail. ``send`` is False when the
+    server cannot be reached or fails: the round stops there. A recipient it refuses is logged
+    and passed over (True): one bad address must not hold up everyone's mail."""
+
+    def __init__(self, svc: Mail):
+        self.svc = svc
+        self.smtp = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.smtp is not None:
+            try:
+                self.smtp.quit()
+            except (OSError, smtplib.SMTPException):
+                pass
+
+    def send(self, to: str, subject: str, body: str) -> bool:
+        svc = self.svc
+        try:
+            m = message(svc.mail_from, to, subject, body)
+        except ValueError as e:     # the template made no address of this user name
+            svc.log.warning("no mail to %r: not an address (%s)", to, e)
+            return True
+        try:
+            if self.smtp is None:
+                self.smtp = svc.smtp_connect()
+            self.smtp.send_message(m)
+        except smtplib.SMTPRecipientsRefused as e:
+            svc.log.warning("no mail to %r: the SMTP server refused it (%s)", to, e)
+        except (OSError, smtplib.SMTPException) as e:
+            svc.log.warning("mail waits: the SMTP server %s:%s failed (%s); trying again in %.0f s",
+                            svc.smtp_host, svc.smtp_port, e, svc.mail_interval)
+            self.smtp = None
+            return False
+        return True

@@ -1,0 +1,62 @@
+"""Mail through the real hub, proxy and service (its mail loop) with the installed CLI, to a real
+SMTP server (aiosmtpd on 127.0.0.1): ``submit --mail``, the mails a job's start and end send,
+and the refusals. The launcher's reports are this test's (as in test_flow.py)."""
+
+from __future__ import annotations
+
+import time
+
+from test_cli_client import cli, ok, one_line_error, submitted  # noqa: F401
+from test_dependencies_hub import until
+from test_mail import Inbox, free_port
+
+from aiosmtpd.controller import Controller
+from realhub import RealHub
+
+SMALL = ("--kind", "batch", "--gpus", "0", "--cpu", "100m")
+
+
+def test_a_hub_that_sends_no_mail_refuses_a_job_asking_for_it(hub):
+    line = one_line_error(cli(hub, "alice", "submit", *SMALL, "--mail", "end"))
+    assert "this ComputeHub sends no mail (its admin sets ComputeHubService.smtp_host and mail_address)" in line
+
+
+def test_my_job_mails_me_when_it_starts_and_ends(tmp_path):
+    inbox = Inbox()
+    port = free_port()
+    smtp = Controller(inbox, hostname="127.0.0.1", port=port)
+    smtp.start()
+    config = f"""
+c.ComputeHubService.smtp_host = "127.0.0.1"
+c.ComputeHubService.smtp_port = {port}
+c.ComputeHubService.mail_address = "{{user}}@example.org"
+c.ComputeHubService.mail_from = "ComputeHub <computehub@example.org>"
+c.ComputeHubService.mail_interval = 0.5
+"""
+    try:
+        with RealHub(tmp_path, extra_service_config=config) as hub:
+            line = one_line_error(cli(hub, "alice", "submit", *SMALL, "--mail", "end,finish"))
+            assert "unknown mail type 'finish'; one of begin (it started), end (it ended, however)" in line, line
+
+            out = ok(cli(hub, "alice", "submit", *SMALL, "--name", "nightly", "--mail", "begin,end"))
+            wid = out.split()[0]
+            w = hub.call("GET", f"/workloads/{wid}", hub.tokens["alice"]).json()
+            assert w["metadata"]["mail"] == ["begin", "end"], w
+            until(hub, "alice", wid, ("admitted",))
+            r = hub.call("POST", f"/workloads/{wid}/status", hub.launcher_token, json={"state": "running"})
+            assert r.status_code == 200, r.text
+            r = hub.call("POST", f"/workloads/{wid}/status", hub.launcher_token,
+                         json={"state": "failed", "exit_code": 2, "reason": "exit code 2: no data"})
+            assert r.status_code == 200, r.text
+            deadline = time.monotonic() + 60
+            while len(inbox.mails) < 2 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert inbox.subjects() == [f"[ComputeHub] nightly ({wid}) started",
+                                        f"[ComputeHub] nightly ({wid}) failed (exit code 2)"]
+            assert {m["To"] for m in inbox.mails} == {"alice@example.org"}
+            assert inbox.mails[0]["From"] == "ComputeHub <computehub@example.org>"
+            assert "why:        exit code 2: no data" in inbox.mails[1].get_payload()
+            time.sleep(1.5)                                             # three more rounds: nothing again
+            assert len(inbox.mails) == 2
+    finally:
+        smtp.stop()
