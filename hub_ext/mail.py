@@ -19,7 +19,7 @@ import os
 import smtplib
 import time
 
-from traitlets import Enum, Float, HasTraits, Integer, Unicode, default, validate
+from traitlets import Dict, Enum, Float, HasTraits, Integer, Unicode, default, validate
 
 from scheduler.config_checks import ConfigError, check_number
 from scheduler.errors import StoreUnavailable, ValidationError
@@ -42,7 +42,8 @@ class Mail(HasTraits):
         "", config=True,
         help="""Host name of the SMTP server ComputeHub sends its mails through (a job's owner asks for
         them with `mail` at submission: computehub run --mail end,fail). Empty: no mail, and a
-        submission asking for mail is refused (400) saying so. Needs `mail_address` too.""")
+        submission asking for mail is refused (400) saying so. Needs `mail_address` or
+        `mail_addresses` too.""")
     smtp_port = Integer(0, config=True, help="Port of the SMTP server (default: 465 with `tls`, else 25).")
     smtp_security = Enum(
         ["none", "starttls", "tls"], "none", config=True,
@@ -58,7 +59,11 @@ class Mail(HasTraits):
     mail_address = Unicode(
         "", config=True,
         help="""A user's mail address, with {user} for the JupyterHub user name: '{user}@example.org'.
-        Empty: no mail (as with no `smtp_host`).""")
+        Empty: only the users in `mail_addresses` get mail.""")
+    mail_addresses = Dict(
+        Unicode(), config=True,
+        help="""Addresses of particular users, before `mail_address`: {"alice": "alice@lab.example.org"}
+        (hub user names that make no address, such as GitHub logins).""")
     mail_link = Unicode(
         "", config=True,
         help="The public URL of ComputeHub's pages that each mail names, e.g. "
@@ -87,13 +92,22 @@ class Mail(HasTraits):
 
     @property
     def mails(self) -> bool:
-        return bool(self.smtp_host and self.mail_address)
+        return bool(self.smtp_host and (self.mail_address or self.mail_addresses))
+
+    def address_of(self, user: str) -> str:
+        """The user's mail address ("" for none)."""
+        return self.mail_addresses.get(user) or (self.mail_address.format(user=user) if self.mail_address else "")
 
     def check_mail_wanted(self, spec: dict) -> None:
-        """A submission asking for mail where none is sent is refused, not silently unmailed."""
-        if spec.get("mail") and not self.mails:
+        """A submission asking for mail that could not be sent is refused, not silently unmailed."""
+        if not spec.get("mail"):
+            return
+        if not self.mails:
             raise ValidationError("this ComputeHub sends no mail (its admin sets ComputeHubService.smtp_host "
                                   "and mail_address); leave out mail")
+        if not self.address_of(spec["user"]):
+            raise ValidationError(f"ComputeHub knows no mail address for {spec['user']} (its admin sets "
+                                  "ComputeHubService.mail_address or mail_addresses); leave out mail")
 
     def smtp_connect(self) -> smtplib.SMTP:
         port = self.smtp_port or (465 if self.smtp_security == "tls" else 25)
@@ -169,7 +183,7 @@ class Mail(HasTraits):
             kind = END          # the event that ended it (its end time is this event's)
         else:
             return None, None
-        to = self.mail_address.format(user=w.user)
+        to = self.address_of(w.user)
         if w.array is None:
             wanted = kind in types or (kind == END and FAIL in types and w.state == "failed")
             return ((to, *workload_mail(kind, w, e, self.mail_link)) if wanted else None), None

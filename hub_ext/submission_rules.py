@@ -44,7 +44,6 @@ class SubmissionRules(HasTraits):
         """The scheduler spec for a caller's submission, after the service's own rules."""
         spec = dict(body)
         check_job_env(spec.get("metadata"))     # NVIDIA_* would pick the container's GPUs: refused
-        self.check_mail_wanted(spec)
         if "user" in spec and (not isinstance(spec["user"], str) or not spec["user"]):
             raise ValidationError("user must be a user name (text)")
         if "user" in spec and spec["user"] != caller.name and not caller.on_behalf:
@@ -54,6 +53,7 @@ class SubmissionRules(HasTraits):
         if caller.kind != "user" and "user" not in spec:
             raise ValidationError("a service must name the user it submits for ('user')")
         spec.setdefault("user", caller.name)
+        self.check_mail_wanted(spec)
         selector = spec.get("node_selector") or {}
         if selector and not caller.on_behalf:
             if not isinstance(selector, dict):

@@ -201,8 +201,22 @@ def test_an_address_template_without_user_is_refused():
         Mail(mail_address="team@example.org")
     svc = Mail()
     with pytest.raises(ValidationError, match="this ComputeHub sends no mail"):
-        svc.check_mail_wanted({"mail": ["end"]})
-    svc.check_mail_wanted({"mail": []})
+        svc.check_mail_wanted({"mail": ["end"], "user": "alice"})
+    svc.check_mail_wanted({"mail": [], "user": "alice"})
+
+
+def test_particular_users_addresses_come_first_and_a_user_with_none_is_told(store_url, smtp):
+    s = sched_on(store_url)
+    m = Mailer(s, smtp.controller.port, mail_addresses={"gh-octocat": "octo@lab.example.org"})
+    m.mail_address = ""
+    assert m.mails and m.address_of("gh-octocat") == "octo@lab.example.org" and m.address_of("ada") == ""
+    with pytest.raises(ValidationError, match="ComputeHub knows no mail address for ada .* mail_addresses"):
+        m.check_mail_wanted({"mail": ["end"], "user": "ada"})
+    m.check_mail_wanted({"mail": ["end"], "user": "gh-octocat"})
+    w = job(s, queue="a", user="gh-octocat", name="o", now=1, mail="end")
+    s.cycle(now=2)
+    s.mark_finished(w.id, now=3)
+    assert m.round(now=20) == 1 and smtp.mails[0]["To"] == "octo@lab.example.org"
 
 
 @pytest.mark.parametrize("to", ["a@example.org\r\nBcc: eve@example.org", "a,eve@example.org", "a b@example.org"])
