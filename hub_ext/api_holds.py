@@ -1,6 +1,6 @@
 """``api/v1/workloads/{id}/hold`` and ``/release``: keep waiting work from starting, and let it go
 (scheduler/holds.py). Its owner (and launchers, spawners) may hold and release it; an admin's hold
-only an admin releases."""
+only an admin releases. ``/mail``: what live work mails its owner about (scheduler/mail_types.py)."""
 
 from __future__ import annotations
 
@@ -37,3 +37,19 @@ class WorkloadReleaseHandler(_OneWorkload):
         w = self.service.sched.release(w.id, actor=caller.name, admin=caller.is_admin)
         self.service.changed()
         self.write_json(views.workload(w))
+
+
+class WorkloadMailHandler(_OneWorkload):
+    """``POST workloads/{id}/mail`` ``{"mail": ["end"]}``: what live work mails its owner about from
+    now on (hub_ext/mail.py); ``[]`` for nothing. For a task of a job array, the whole array's."""
+
+    async def post(self, workload_id):
+        caller, w = self._visible(workload_id)
+        self.require(caller.may_cancel(w), "change this workload's mail")
+        body = _body(self, {"mail"})
+        if "mail" not in body:
+            raise ValidationError('send {"mail": [...]}: begin, end, fail, requeue or all; [] for none')
+        self.service.check_mail_wanted({"mail": body["mail"], "user": w.user})
+        changed = self.service.sched.set_mail(w.id, body["mail"], actor=caller.name)
+        self.write_json({**views.workload(next(t for t in changed if t.id == w.id)),
+                         "tasks": [t.id for t in changed]})

@@ -1,5 +1,6 @@
-"""``computehub hold``, ``computehub release`` and ``computehub array-limit``: keep waiting work from
-starting, let it go, and say how many of a job array's tasks may run at a time."""
+"""``computehub hold``, ``computehub release``, ``computehub array-limit`` and ``computehub mail``: keep
+waiting work from starting, let it go, say how many of a job array's tasks may run at a time, and
+what live work mails about."""
 
 from __future__ import annotations
 
@@ -78,4 +79,28 @@ computehub array-limit w0000050 0      # no limit
         cap = f"at most {answer['limit']} at a time" if answer["limit"] else "no limit"
         n = len(answer["tasks"])
         print(f"array {answer['array']}: {cap} ({n} task{'s' if n != 1 else ''} waiting or running)")
+        return None
+
+
+class MailApp(ClientCommand):
+    name = "computehub mail"
+    description = ("computehub mail ID TYPES: from now on mail me about workload ID's begin, end, fail or "
+                   "requeue (commas between them), all of them, or none (Slurm's scontrol update "
+                   "MailType=). For a task of a job array, the whole array's mail.")
+    examples = """
+computehub mail w0000042 end,fail      # going home: tell me how it ends
+computehub mail w0000042 none
+"""
+    positional, usage_args = 2, "a workload id and mail types (begin, end, fail, requeue, all or none)"
+    aliases = dict(ClientCommand.aliases)
+    flags = dict(ClientCommand.flags)
+
+    def run(self, wid, types):
+        w = self.client().set_mail(wid, [] if types.strip().lower() == "none" else types)
+        if self.json:
+            return self.emit(w)
+        mail = ", ".join((w.get("metadata") or {}).get("mail", [])) or "none"
+        tasks = len(w.get("tasks", []))
+        each = f" (each of the array's {tasks} live tasks)" if w.get("array") else ""
+        print(f"{w['id']}  {w['state']}  mail: {mail}{each}")
         return None

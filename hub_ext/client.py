@@ -202,6 +202,11 @@ class ComputeHubClient:
     def release(self, workload_id: str) -> dict:
         return self.request("POST", f"workloads/{quote(str(workload_id), safe='')}/release", body={})
 
+    def set_mail(self, workload_id: str, mail) -> dict:
+        """What live work mails its owner about from now on: ``"end,fail"``, ``["all"]``; ``[]`` for
+        nothing (for a job array's task, the whole array's)."""
+        return self.request("POST", f"workloads/{quote(str(workload_id), safe='')}/mail", body={"mail": mail})
+
     def array_limit(self, workload_id: str, limit: int) -> dict:
         """Run at most ``limit`` tasks of the job array ``workload_id`` belongs to at a time (0: no limit)."""
         return self.request("POST", f"workloads/{quote(str(workload_id), safe='')}/array-limit",

@@ -136,6 +136,14 @@ def document(version: str) -> dict:
                             "held until what it runs after has ended). 403 for an admin's hold released by "
                             "another; 409 if it is not held", _ok("#/components/schemas/Workload"), params=[wid],
                             scope="custom:computehub:submit (own) or submit-on-behalf")},
+            "/api/v1/workloads/{workload_id}/mail": {
+                "post": _op("What live work mails its owner about from now on (begin, end, fail, requeue; all; "
+                            "[] for nothing); for a task of a job array, every live task of it. The answer is "
+                            "the workload with `tasks`, the ids changed. 400 where the service sends no mail "
+                            "or knows no address for its owner; 409 for work that has ended",
+                            _ok("#/components/schemas/Workload"), params=[wid],
+                            body="#/components/schemas/MailChange",
+                            scope="custom:computehub:submit (own) or submit-on-behalf")},
             "/api/v1/workloads/{workload_id}/logs": {
                 "get": _op("A workload's log: its last `tail` lines, or with `after` (a byte offset an earlier "
                            "answer gave as `offset`) the whole lines written since; one answer reads at most "

@@ -31,6 +31,10 @@ def schemas() -> dict:
             "limit": {"type": "integer"},
             "tasks": {"type": "array", "items": {"type": "string"},
                       "description": "its tasks still waiting or running, each now with this limit"}}},
+        "MailChange": {"type": "object", "additionalProperties": False, "required": ["mail"], "properties": {
+            "mail": {"oneOf": [{"type": "array", "items": {"type": "string", "enum": [*MAIL_TYPES, "all", "none"]}},
+                               {"type": "string", "maxLength": 100}],
+                     "description": "the mail types from now on, as at submission; [] or none: no mail"}}},
         "ArrayAction": {"type": "object", "additionalProperties": False, "required": ["action"], "properties": {
             "action": {"type": "string", "enum": ["cancel", "hold", "release", "approve", "reject"]},
             "reason": {"type": "string", "maxLength": 2000,

@@ -17,6 +17,7 @@ from .durable import DurableMemory
 from .cancels import Cancels
 from .dependencies import Dependencies
 from .holds import Holds
+from .mail_types import MailWishes
 from .start_deadline import StartDeadline
 from .stop_deadline import StopDeadline
 from .engine import CycleResult, EngineConfig
@@ -28,8 +29,8 @@ from .store import MemoryStore, Store
 from .submissions import SubmissionsMixin
 
 
-class Scheduler(DurableMemory, Cancels, Dependencies, Holds, ArrayLimits, ArrayActions, StartDeadline, StopDeadline,
-                SubmissionsMixin):
+class Scheduler(DurableMemory, Cancels, Dependencies, Holds, ArrayLimits, ArrayActions, MailWishes, StartDeadline,
+                StopDeadline, SubmissionsMixin):
     def __init__(self, store: Store | None = None, config: EngineConfig | None = None,
                  clock=_time.time, prices: dict[str, float] | None = None):
         self.store = store if store is not None else MemoryStore()

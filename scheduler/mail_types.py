@@ -6,8 +6,8 @@ submission's own metadata); the service's mailer (hub_ext/mail.py) sends the mai
 
 from __future__ import annotations
 
-from .errors import ValidationError
-from .model import MAIL  # noqa: F401 - the metadata key, where callers look for it
+from .errors import Conflict, ValidationError
+from .model import MAIL, TERMINAL
 
 BEGIN, END, FAIL, REQUEUE = "begin", "end", "fail", "requeue"
 TYPES = (BEGIN, END, FAIL, REQUEUE)
@@ -30,3 +30,29 @@ def parse(value) -> list[str]:
     if unknown:
         raise ValidationError(f"unknown mail type {unknown[0]!r}; one of {HELP}")
     return list(TYPES) if ALL in wanted else [t for t in TYPES if t in wanted]
+
+
+class MailWishes:
+    """The part of ``Scheduler`` that changes what live work mails its owner about (Slurm's
+    ``scontrol update JobId=… MailType=``). Needs ``get``, ``array_tasks``, ``store``, ``_now``,
+    ``_tx`` and ``_event``."""
+
+    def set_mail(self, workload_id: str, mail, now=None, actor: str = "") -> list:
+        """From now on mail ``parse(mail)`` of the workload ([] or "none": nothing); for a task of a
+        job array, of every live task (the array mails as one). Returns the workloads changed;
+        Conflict for work that has ended."""
+        types = [] if mail in ("none", ["none"]) else parse(mail)
+        w = self.get(workload_id)
+        if w.state in TERMINAL:
+            raise Conflict(f"workload {workload_id} is {w.state}: there is nothing left to mail about")
+        changed = self.array_tasks(w.array["id"]) if w.array is not None else [w]
+        now = self._now(now)
+        with self._tx():
+            for t in changed:
+                t.metadata = {k: v for k, v in t.metadata.items() if k != MAIL}
+                if types:
+                    t.metadata[MAIL] = types
+            self.store.put_workloads(changed)
+            self._event(now, "mail_updated", w, ", ".join(types) or "none", actor=actor, mail=types,
+                        **({"array": w.array["id"]} if w.array is not None else {}))
+        return changed

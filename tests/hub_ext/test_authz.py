@@ -216,6 +216,11 @@ ROWS = [
      lambda w: w.held_back("alice", hold=True), "/api/v1/workloads/{alice}"),
     ("POST", "/api/v1/workloads/{carol}/release", None, sees_carol(),
      lambda w: w.held_back("carol", hold=True), "/api/v1/workloads/{carol}"),
+    # what live work mails about: as cancel (no mail set up here: [] is still accepted)
+    ("POST", "/api/v1/workloads/{alice}/mail", {"mail": []}, sees_alice(lin=403),
+     lambda w: w.cheap("alice"), "/api/v1/workloads/{alice}"),
+    ("POST", "/api/v1/workloads/{carol}/mail", {"mail": []}, sees_carol(),
+     lambda w: w.cheap("carol"), "/api/v1/workloads/{carol}"),
     # a job array's limit: as cancel
     ("POST", "/api/v1/workloads/{alice}/array-limit", {"limit": 3}, sees_alice(lin=403),
      lambda w: w.array_of("alice"), "/api/v1/workloads/{alice}"),

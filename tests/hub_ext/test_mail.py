@@ -224,3 +224,27 @@ def test_an_address_is_one_plain_address_or_no_mail_at_all(to):
     from hub_ext.mail_compose import message
     with pytest.raises(ValueError):
         message("ComputeHub <c@example.org>", to, "s", "b")
+
+
+def test_mail_can_be_asked_for_after_submission_and_for_a_whole_array(store_url, smtp):
+    s = sched_on(store_url)
+    m = Mailer(s, smtp.controller.port)
+    w = job(s, queue="a", name="long", now=1)
+    tasks = job(s, queue="a", name="grid", now=1, array="0-1", mail="begin")
+    s.cycle(now=2)
+    s.mark_running(w.id, now=3)
+    changed = s.set_mail(w.id, "end", now=4, actor="ada")           # going home: tell me how it ends
+    assert [t.id for t in changed] == [w.id] and s.get(w.id).metadata["mail"] == ["end"]
+    assert [t.id for t in s.set_mail(tasks[1].id, ["end"], now=4)] == [t.id for t in tasks]
+    assert Scheduler(store=SqlStore(store_url)).get(tasks[0].id).metadata["mail"] == ["end"]    # durable
+    (e,) = s.events(kinds=("mail_updated",), workload_id=w.id)
+    assert (e.reason, e.data["actor"]) == ("end", "ada")
+    for t in tasks:
+        s.mark_running(t.id, now=5)
+    for t in (w, *tasks):
+        s.mark_finished(t.id, now=6)
+    assert m.round(now=20) == 2
+    assert smtp.subjects() == [f"[ComputeHub] long ({w.id}) finished",
+                               f"[ComputeHub] job array grid {tasks[0].id} ended (2 finished)"]
+    with pytest.raises(Exception, match="is finished: there is nothing left to mail about"):
+        s.set_mail(w.id, "end", now=30)

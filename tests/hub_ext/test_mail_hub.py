@@ -58,5 +58,27 @@ c.ComputeHubService.mail_interval = 0.5
             assert "why:        exit code 2: no data" in inbox.mails[1].get_payload()
             time.sleep(1.5)                                             # three more rounds: nothing again
             assert len(inbox.mails) == 2
+
+            # Asked for after submission (going home), then taken back on another job.
+            later = ok(cli(hub, "alice", "submit", *SMALL, "--name", "later")).split()[0]
+            quiet = ok(cli(hub, "alice", "submit", *SMALL, "--name", "quiet", "--mail", "end")).split()[0]
+            until(hub, "alice", later, ("admitted",))
+            assert ok(cli(hub, "alice", "mail", later, "end,fail")).strip() == f"{later}  admitted  mail: end, fail"
+            assert ok(cli(hub, "alice", "mail", quiet, "none")).strip().endswith("mail: none")
+            line = one_line_error(cli(hub, "bob", "mail", later, "none"))
+            assert f"no workload '{later}'" in line, line                   # not his to see
+            line = one_line_error(cli(hub, "alice", "mail", later, "sometimes"))
+            assert "unknown mail type 'sometimes'" in line, line
+            for wid in (later, quiet):
+                until(hub, "alice", wid, ("admitted",))
+                r = hub.call("POST", f"/workloads/{wid}/status", hub.launcher_token, json={"state": "finished"})
+                assert r.status_code == 200, r.text
+            deadline = time.monotonic() + 60
+            while len(inbox.mails) < 3 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            time.sleep(1.5)
+            assert inbox.subjects()[2:] == [f"[ComputeHub] later ({later}) finished"]
+            line = one_line_error(cli(hub, "alice", "mail", later, "end"))
+            assert f"workload {later} is finished: there is nothing left to mail about" in line, line
     finally:
         smtp.stop()
