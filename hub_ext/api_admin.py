@@ -14,7 +14,10 @@ NODES = "register or change nodes (custom:computehub:nodes or custom:computehub:
 
 class MeHandler(BaseHandler):
     async def get(self):
-        self.write_json(self.caller.to_dict())
+        caller, svc = self.caller, self.service
+        # Whether work of mine may ask for mail (hub_ext/mail.py): the lab panel offers it only then.
+        mail = bool(svc.mails and caller.kind == "user" and svc.address_of(caller.name))
+        self.write_json({**caller.to_dict(), "mail": mail})
 
 
 def counts(sched) -> dict:

@@ -4,6 +4,7 @@
 ``DELETE computehub/workloads/{id}``      cancel one of mine
 ``POST computehub/workloads/{id}/hold``    keep one of mine from starting (``/release``: let it go)
 ``POST computehub/workloads/{id}/array-action``  cancel, hold or release a row of a job array's tasks at once
+``POST computehub/workloads/{id}/mail``    what one of mine mails me about (``{"mail": ["end"]}``)
 ``GET  computehub/workloads/{id}/logs``   its logs (``?tail=N``, or ``?after=BYTES``: what is new)
 ``GET  computehub/gpu``                   this server's GPUs from NVML
 
@@ -34,7 +35,8 @@ class ComputeHubLab(Configurable):
 
     service_url = Unicode(config=True, help="""The ComputeHub service's URL with its prefix, e.g.
         http://127.0.0.1:10101/services/computehub. Default: $COMPUTEHUB_URL (the queued spawners set it),
-        else the hub's public URL ($JUPYTERHUB_PUBLIC_HUB_URL without /hub/) + services/<service_name>; '' = not configured (the endpoints say so).""")
+        else the hub's public URL ($JUPYTERHUB_PUBLIC_HUB_URL without /hub/) + services/<service_name>;
+        '' = not configured (the endpoints say so).""")
     api_token = Unicode(config=True, help="""Token for calling the service: default $JUPYTERHUB_API_TOKEN,
         the server's own. It needs custom:computehub:submit and access:services!service=computehub
         (Spawner.server_token_scopes).""")
@@ -95,6 +97,25 @@ class HoldHandler(_Base):
     async def post(self, wid, action):
         try:
             w = await self.client.call("POST", f"workloads/{quote(wid, safe='')}/{action}", body={})
+        except UpstreamError as e:
+            return self.fail(e)
+        self.finish(json.dumps(w))
+
+
+class MailHandler(_Base):
+    """``{"mail": ["end"]}``: what one of my live workloads mails me about (the service checks it)."""
+
+    @web.authenticated
+    async def post(self, wid):
+        try:
+            body = json.loads(self.request.body or b"{}")
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or set(body) != {"mail"}:
+            self.set_status(400)
+            return self.finish(json.dumps({"error": "invalid", "message": 'send {"mail": [...]}'}))
+        try:
+            w = await self.client.call("POST", f"workloads/{quote(wid, safe='')}/mail", body=body)
         except UpstreamError as e:
             return self.fail(e)
         self.finish(json.dumps(w))
@@ -168,6 +189,7 @@ def load(serverapp) -> None:
         (url_path_join(base, "workloads", wid, "logs"), LogsHandler),
         (url_path_join(base, "workloads", wid, "(?P<action>hold|release)"), HoldHandler),
         (url_path_join(base, "workloads", wid, "array-action"), ArrayActionHandler),
+        (url_path_join(base, "workloads", wid, "mail"), MailHandler),
         (url_path_join(base, "gpu"), GPUHandler),
     ])
     serverapp.log.info("ComputeHub lab extension: service %s", cfg.service_url or "(not configured)")

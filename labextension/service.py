@@ -95,7 +95,7 @@ class ServiceClient:
         for w in workloads + ended:
             if w.get("kind") == "inference" and self.serve_prefix:
                 w["serve_url"] = f"{self.serve_prefix.rstrip('/')}/serve/{quote(w['id'])}/"
-        return {"user": user, "workloads": workloads + ended,
+        return {"user": user, "workloads": workloads + ended, "mail": bool(me.get("mail")),
                 "queues": my_queues(queues["queues"], me, workloads)}
 
     async def _detail(self, wid: str) -> dict | None:

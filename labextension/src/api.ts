@@ -46,6 +46,9 @@ export const arrayAction = (id: string, action: 'cancel' | 'hold' | 'release', s
     method: 'POST',
     body: JSON.stringify({ action, states })
   });
+/** What one of my live workloads (a job array's: the whole array) mails me about from now on. */
+export const setMail = (id: string, mail: string[]) =>
+  requestAPI<unknown>(`workloads/${encodeURIComponent(id)}/mail`, { method: 'POST', body: JSON.stringify({ mail }) });
 /** A piece of a job's log: its last `tail` lines, or the lines after byte `after` (logview.ts). */
 export const fetchLogPiece = (id: string, query: { tail?: number; after?: number }) =>
   requestAPI<LogPiece>(

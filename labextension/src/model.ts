@@ -62,6 +62,8 @@ export interface WorkloadsReport {
   workloads: Workload[];
   queues: QueueUsage[];
   this_workload: string | null;
+  /** Whether the service can mail me (my work may ask for mail). */
+  mail?: boolean;
 }
 
 export interface GpuDevice {

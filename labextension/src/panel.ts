@@ -12,7 +12,7 @@
 import { Widget } from '@lumino/widgets';
 
 import { Announcer, announcements } from './announce';
-import { arrayAction, cancelWorkload, fetchLogPiece, holdOrRelease } from './api';
+import { arrayAction, cancelWorkload, fetchLogPiece, holdOrRelease, setMail } from './api';
 import { el } from './dom';
 import { LogFollower } from './logview';
 import {
@@ -301,6 +301,18 @@ export class ComputeHubPanel extends Widget {
       b.setAttribute('aria-label', `${label} ${workloadName(w)}`);
       b.dataset.focusKey = `${hold}:${w.id}`;
       b.onclick = () => void this.perform(hold, w, () => onRow(w, hold, id => holdOrRelease(id, hold)));
+      bar.appendChild(b);
+    }
+    if (this.store.report?.mail && w.kind !== 'notebook' && !here && LIVE_STATES.includes(w.state)) {
+      // A toggle: mail me when it ends (keeping whatever else it mails about).
+      const types: string[] = w.metadata?.mail ?? [];
+      const on = types.includes('end');
+      const b = el('button', 'jp-ComputeHub-button jp-ComputeHub-mail', 'Mail at end');
+      b.setAttribute('aria-pressed', String(on));
+      b.setAttribute('aria-label', `Mail me when ${workloadName(w)} ends`);
+      b.dataset.focusKey = `mail:${w.id}`;
+      const next = on ? types.filter(t => t !== 'end') : [...types, 'end'];
+      b.onclick = () => void this.perform('change the mail of', w, () => setMail(w.id, next));
       bar.appendChild(b);
     }
     if (w.kind !== 'notebook') {

@@ -116,7 +116,8 @@ def test_begin_fail_and_requeue(store_url, smtp):
     s.mark_finished(f.id, now=4, exit_code=3, reason="exit code 3: out of memory")
     s.mark_finished(w.id, now=5, exit_code=1, node_lost=True, reason="node n0 lost")   # requeued
     assert m.round(now=20) == 3
-    assert smtp.subjects() == [f"[ComputeHub] sweep ({w.id}) started", f"[ComputeHub] oom ({f.id}) failed (exit code 3)",
+    assert smtp.subjects() == [f"[ComputeHub] sweep ({w.id}) started",
+                               f"[ComputeHub] oom ({f.id}) failed (exit code 3)",
                                f"[ComputeHub] sweep ({w.id}) is back in line"]
     assert "why:        exit code 3: out of memory" in smtp.mails[1].get_payload()
 

@@ -43,6 +43,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spawner"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub_ext"))
 from localhub import hub_api, kill_servers, server_procs, spawner_config, wait_for, wait_ready  # noqa: E402
 from realhub import RealHub  # noqa: E402
+from test_mail import Inbox, free_port  # noqa: E402
+
+from aiosmtpd.controller import Controller  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -105,7 +108,18 @@ def write_gpus(path: Path, util0: int, used0_gib: int) -> None:
 
 @pytest.fixture
 def labhub(tmp_path):
-    h = RealHub(tmp_path, extra_service_config=SERVICE)
+    inbox = Inbox()                  # a real SMTP server for the service's mail
+    port = free_port()
+    smtp = Controller(inbox, hostname="127.0.0.1", port=port)
+    smtp.start()
+    mail = f"""
+c.ComputeHubService.smtp_host = "127.0.0.1"
+c.ComputeHubService.smtp_port = {port}
+c.ComputeHubService.mail_address = "{{user}}@example.org"
+c.ComputeHubService.mail_interval = 0.5
+"""
+    h = RealHub(tmp_path, extra_service_config=SERVICE + mail)
+    h.inbox = inbox
     conf = h.lab_config = tmp_path / "lab-config"
     conf.mkdir()
     (conf / "jupyter_server_config.py").write_text(FAKE_NVML)
@@ -124,6 +138,7 @@ c.Spawner.environment = {env!r}
         yield h
     finally:
         h.stop()
+        smtp.stop()
         left = kill_servers(h)
         assert not left, f"single-user servers left behind: {left}"
 
@@ -382,7 +397,8 @@ def test_my_settings_choose_which_notifications_and_how_often_lab_looks(labhub, 
     """Settings > ComputeHub: the admin's default for everyone (JupyterLab's overrides.d in its
     app_settings_dir) is a look every 10 minutes; alice asks for problems only. Lab reads both
     through its settings API; it then looks only when asked (opening the panel); her job that
-    waited starts without a word, and its failure is a notification."""
+    waited starts without a word, and its failure is a notification. Its "Mail at end" toggle
+    has the service mail her that failure (a real SMTP server receives it)."""
     hub = labhub
     admins = hub.data_dir / "lab-app-settings"
     (admins / "overrides.d").mkdir(parents=True)
@@ -432,6 +448,15 @@ def test_my_settings_choose_which_notifications_and_how_often_lab_looks(labhub, 
         wait_for("alice's job to be admitted", lambda: workload(hub, job)["state"] == "admitted", 30)
         status.click()
         sync_api.expect(row).to_have_attribute("data-state", "admitted", timeout=30_000)
+        # Going home: "Mail at end" (a toggle) asks the service to mail her when it ends.
+        toggle = row.locator(".jp-ComputeHub-mail")
+        sync_api.expect(toggle).to_have_attribute("aria-pressed", "false")
+        mail_path = f"/computehub/workloads/{job}/mail"
+        with page.expect_request(lambda req: req.url.split("?")[0].endswith(mail_path)) as sent:
+            toggle.click()
+        assert sent.value.post_data_json == {"mail": ["end"]}
+        sync_api.expect(toggle).to_have_attribute("aria-pressed", "true", timeout=30_000)
+        assert workload(hub, job)["metadata"]["mail"] == ["end"]
         r = hub.call("POST", f"/workloads/{job}/status", hub.launcher_token,
                      json={"state": "failed", "exit_code": 3, "reason": "exit code 3: out of memory"})
         assert r.status_code == 200 and r.json()["state"] == "failed", r.text
@@ -440,6 +465,9 @@ def test_my_settings_choose_which_notifications_and_how_often_lab_looks(labhub, 
         sync_api.expect(toast).to_contain_text("out of memory", timeout=30_000)
         # The start was a change the look before saw (the row said admitted): not a problem, not said.
         assert page.locator(".Toastify__toast", has_text="alice-quiet is starting").count() == 0
+        wait_for("the mail of its end", lambda: hub.inbox.mails, 60)
+        assert hub.inbox.subjects() == [f"[ComputeHub] alice-quiet ({job}) failed (exit code 3)"]
+        assert hub.inbox.mails[0]["To"] == "alice@example.org"
     finally:
         ctx.close()
     r = hub_api(hub, "DELETE", "/users/alice/server", "alice")
