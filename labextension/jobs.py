@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import sys
 import time
@@ -24,6 +23,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+from .job_text import JobError, parse_duration  # noqa: F401 - part of this module's interface
 from .waiting import explained
 
 SERVICE = "services/computehub"
@@ -31,8 +31,6 @@ TERMINAL = ("finished", "failed", "cancelled", "preempted", "reclaimed", "reject
 WAITING = ("pending", "held", "awaiting_approval")
 JOB_KINDS = ("training", "batch", "inference")
 EXPLAIN_AT_MOST = 50     # waiting jobs whose reason %jobs asks for (one request each)
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd])")
 ENV_PASSED = ("PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX", "LD_LIBRARY_PATH")
 
 
@@ -44,33 +42,6 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 
 
 _OPENER = urllib.request.build_opener(_NoRedirect)
-
-
-class JobError(Exception):
-    """One line saying what went wrong (``status``: the HTTP status, None if no answer came)."""
-
-    def __init__(self, message: str, status: int | None = None):
-        super().__init__(message)
-        self.status = status
-
-
-def parse_duration(text, option: str = "time limit") -> float:
-    """Seconds from 600, '600', '90m', '2h', '1d', '1h30m'."""
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        seconds = float(text)
-    else:
-        t = str(text).strip().lower()
-        try:
-            seconds = float(t)
-        except ValueError:
-            parts = _DURATION.findall(t)
-            if not parts or _DURATION.sub("", t).strip():
-                raise JobError(f"{option} expects seconds or a duration like 90m, 2h, 1d, 1h30m; not {text!r}") \
-                    from None
-            seconds = sum(float(n) * _UNITS[u] for n, u in parts)
-    if not 0 < seconds < float("inf"):
-        raise JobError(f"{option} must be more than 0 seconds, not {text!r}")
-    return seconds
 
 
 def default_url(service: str = SERVICE) -> str | None:
@@ -214,6 +185,10 @@ class Client:
     def release(self, workload_id: str) -> dict:
         return self.request("POST", f"workloads/{urllib.parse.quote(workload_id, safe='')}/release", {})
 
+    def set_mail(self, workload_id: str, mail) -> dict:
+        """What live work mails its owner about from now on (``"end,fail"``; ``[]``: nothing)."""
+        return self.request("POST", f"workloads/{urllib.parse.quote(workload_id, safe='')}/mail", {"mail": mail})
+
 
 def job_spec(command, *, kind: str = "training", script: str | None = None, gpus: int = 1,
              gpu_model: str | None = None, workers: int = 1, cpu=None, memory=None, queue: str | None = None,
@@ -335,6 +310,12 @@ class Job:
 
     def release(self) -> dict:
         self.last = self.client.release(self.id)
+        return self.last
+
+    def mail(self, types="end") -> dict:
+        """Mail me about it from now on: ``"end"``, ``"end,fail"``, ``"all"``; ``"none"`` for no mail
+        (for a task of a job array, the whole array's)."""
+        self.last = self.client.set_mail(self.id, [] if types in ("none", [], None) else types)
         return self.last
 
     def wait(self, timeout: float | None = None, every: float = 1.0) -> dict:

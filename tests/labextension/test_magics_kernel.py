@@ -427,3 +427,18 @@ def test_a_job_array_runs_each_index_at_most_n_at_a_time(setup):
     assert out["stdout"].strip() == "[]", out
     out = k.run("%submit --gpus 0 --array 0-x task.py")
     assert "array: '0-x' is not an index or a range" in out["stderr"], out
+
+
+def test_a_jobs_mail_is_changed_from_the_notebook(setup):
+    """`Job.mail()` through the real service (which sends no mail here: asking is refused in one
+    line, taking it back is accepted)."""
+    hub, work, k = setup
+    (work / "mailed.py").write_text("print('never runs', flush=True)\n")
+    out = k.run("j = %submit --gpus 0 --hold mailed.py\nprint(j.mail('none')['metadata'].get('mail'), "
+                "j.last['state'])")
+    assert out["stdout"].strip() == "None held", out
+    out = k.run("j.mail('end,fail')")
+    text = (out["stdout"] + out["stderr"] + out["error"]).strip()
+    assert "this ComputeHub sends no mail (its admin sets ComputeHubService.smtp_host" in text, out
+    assert "mail" not in hub.call("GET", f"/workloads/{k.value('j.id')}", hub.tokens["alice"]).json()["metadata"]
+    k.run("j.cancel()")
