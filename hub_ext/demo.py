@@ -106,6 +106,10 @@ class DemoApp(Command):
                   "approval_above": {"gpu": max(1, gpus // 2)}},
             ]
             c.ComputeHubService.prices = {"any": 2.0, "sim": 0.0}
+            """) + textwrap.dedent(f"""
+            # Mail that jobs ask for (--mail end) lands in this Maildir: a file per mail in mail/new/.
+            c.ComputeHubService.mail_maildir = {str(data / "mail")!r}
+            c.ComputeHubService.mail_address = "{{user}}@demo.invalid"
             """) + self.launcher_config(data))
         groups = {g: {"users": us} for g, us in TEAMS.items()}
         spawner_token = secret_file(data / "spawner_token")
@@ -165,6 +169,7 @@ class DemoApp(Command):
                 position, ETA and reason, and it starts by itself when a GPU frees up
               - {base}/services/computehub/          your work, positions and reasons
               - in a notebook: %submit --gpus 1 train.py   (a training job; %jobs, %logs ID, %cancel ID)
+                               %submit --mail end train.py   (its mail lands in {Path(self.data_dir) / "mail" / "new"})
                                %serve python -m http.server $PORT   (a service behind the hub's login)
               - {base}/services/computehub/admin/    (as admin) queues, quotas, nodes, approvals, audit
               - a token from {base}/hub/token, then (the POST runs nothing: it holds a GPU until you

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import mailbox
 import os
 import smtplib
 import time
@@ -68,6 +69,10 @@ class Mail(HasTraits):
         "", config=True,
         help="The public URL of ComputeHub's pages that each mail names, e.g. "
              "'https://hub.example.org/services/computehub/' (empty: none).")
+    mail_maildir = Unicode(
+        "", config=True,
+        help="""Instead of an SMTP server, put each mail into this Maildir folder (a file in its new/ per
+        mail): to try mail out, as `computehub demo` does, or for a local mail system to deliver.""")
     mail_interval = Float(
         10.0, config=True,
         help="Seconds between two rounds of mail: how late a mail may be, at most, plus the "
@@ -92,7 +97,7 @@ class Mail(HasTraits):
 
     @property
     def mails(self) -> bool:
-        return bool(self.smtp_host and (self.mail_address or self.mail_addresses))
+        return bool((self.smtp_host or self.mail_maildir) and (self.mail_address or self.mail_addresses))
 
     def address_of(self, user: str) -> str:
         """The user's mail address ("" for none)."""
@@ -230,6 +235,9 @@ class _Outbox:
             svc.log.warning("no mail to %r: not an address (%s)", to, e)
             return True
         try:
+            if svc.mail_maildir:
+                mailbox.Maildir(svc.mail_maildir, create=True).add(m)
+                return True
             if self.smtp is None:
                 self.smtp = svc.smtp_connect()
             self.smtp.send_message(m)

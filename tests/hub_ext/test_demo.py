@@ -93,6 +93,19 @@ def test_demo_runs_the_platform_and_stops_cleanly(tmp_path):
         assert [w["kind"] for w in mine] == ["notebook"] and mine[0]["state"] == "running"
         assert mine[0]["placement"][0]["gpus"] == [0]
         assert requests.delete(hub_api + "/server", headers=h, timeout=60).status_code in (202, 204)
+        # Mail that work asks for lands in the demo's Maildir (no mail server needed to see it).
+        api = base + "/services/computehub/api/v1/workloads"
+        r = requests.post(api, headers=h, timeout=10, json={"name": "mailed", "kind": "batch", "mail": ["end"], "queue": "nlp",
+                                                            "resources": {"gpu": 0, "cpu": "100m"}})
+        assert r.status_code == 201, r.text
+        assert requests.delete(f"{api}/{r.json()['id']}", headers=h, timeout=10).status_code == 200
+        inbox = tmp_path / "demo" / "mail" / "new"
+        deadline = time.time() + 60
+        while time.time() < deadline and not (inbox.is_dir() and any(inbox.iterdir())):
+            time.sleep(0.5)
+        (mail,) = [p.read_text() for p in inbox.iterdir()]
+        assert f"Subject: [ComputeHub] mailed ({r.json()['id']}) was cancelled" in mail, mail
+        assert "To: admin@demo.invalid" in mail, mail
     finally:
         proc.send_signal(signal.SIGINT)          # Ctrl-C on the demo: it stops the hub, which stops the rest
         try:
