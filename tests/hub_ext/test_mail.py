@@ -249,3 +249,17 @@ def test_mail_can_be_asked_for_after_submission_and_for_a_whole_array(store_url,
                                f"[ComputeHub] job array grid {tasks[0].id} ended (2 finished)"]
     with pytest.raises(Exception, match="is finished: there is nothing left to mail about"):
         s.set_mail(w.id, "end", now=30)
+
+
+def test_a_maildir_instead_of_a_mail_server(tmp_path):
+    import mailbox
+    s = sched_on(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    m = Mailer(s, 1, mail_maildir=str(tmp_path / "mail"))
+    m.smtp_host = ""                                                    # no mail server at all
+    assert m.mails
+    w = job(s, queue="a", name="boxed", now=1, mail="end")
+    s.cycle(now=2)
+    s.mark_finished(w.id, now=3)
+    assert m.round(now=20) == 1
+    (got,) = list(mailbox.Maildir(str(tmp_path / "mail"), create=False))
+    assert got["Subject"] == f"[ComputeHub] boxed ({w.id}) finished" and got["To"] == "ada@example.org"
