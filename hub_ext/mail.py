@@ -198,14 +198,17 @@ class Mail(HasTraits):
         if kind == BEGIN:
             if aid in state["begun"] or aid in state["ended"] or BEGIN not in types:
                 return None, None
-            return (to, *array_mail(BEGIN, w, {}, e, self.mail_link)), ("begun", aid)
+            return (to, *array_mail(BEGIN, w, {}, e.time, self.mail_link)), ("begun", aid)
         if aid in state["ended"] or store.count_workloads(array=aid, states=LIVE):
             return None, None
         counts: dict[str, int] = {}
+        last = e.time
         for t in store.get_workloads(array=aid):
             counts[t.state] = counts.get(t.state, 0) + 1
+            last = max(last, t.ended_at or 0)
         wanted = END in types or (FAIL in types and counts.get("failed"))
-        return ((to, *array_mail(END, w, counts, e, self.mail_link)) if wanted else None), ("ended", aid)
+        mail = array_mail(END, w, counts, last, self.mail_link)
+        return ((to, *mail) if wanted else None), ("ended", aid)
 
 
 class _Outbox:

@@ -3,6 +3,7 @@ hear of (``scheduler.mail_types``), as plain text, with the commands that show m
 
 from __future__ import annotations
 
+import textwrap
 import time
 from email.headerregistry import Address
 from email.message import EmailMessage
@@ -11,6 +12,7 @@ from email.utils import formatdate, make_msgid
 from scheduler.mail_types import BEGIN, END, FAIL, REQUEUE
 
 SUBJECT_PREFIX = "[ComputeHub]"
+WIDTH = 76          # plain text mail: lines a mail reader shows without wrapping them itself
 
 
 def when(t: float | None) -> str:
@@ -46,7 +48,7 @@ def workload_mail(kind: str, w, event, service_url: str) -> tuple[str, str]:
     """(subject, body) of one workload's mail."""
     verb = what_happened(kind, w)
     lines = [f"Hello {w.user},", "",
-             f"your {w.kind} job {title(w)} {verb} at {when(event.time)}.", ""]
+             *textwrap.wrap(f"your {w.kind} job {title(w)} {verb} at {when(event.time)}.", WIDTH), ""]
     if event.reason:
         lines += [f"  why:        {event.reason}"]
     lines += [f"  queue:      {w.queue}, {w.gpus} GPU{'' if w.gpus == 1 else 's'}",
@@ -63,19 +65,19 @@ def workload_mail(kind: str, w, event, service_url: str) -> tuple[str, str]:
     return f"{SUBJECT_PREFIX} {title(w)} {verb}", "\n".join(lines + footer(w, service_url))
 
 
-def array_mail(kind: str, first, counts: dict[str, int], event, service_url: str) -> tuple[str, str]:
+def array_mail(kind: str, first, counts: dict[str, int], at: float, service_url: str) -> tuple[str, str]:
     """(subject, body) of a job array's one mail: its first task started (BEGIN), or none of
-    its tasks is live any more (END: how they ended)."""
+    its tasks is live any more (END: how they ended, the last at ``at``)."""
     aid = first.array["id"]
     name = f"{first.name} {aid}" if first.name else aid
     if kind == BEGIN:
         verb = "started"
-        said = f"the first of its {first.array['size']} tasks started at {when(event.time)}."
+        said = f"the first of its {first.array['size']} tasks started at {when(at)}."
     else:
         ended = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
         verb = f"ended ({ended})"
-        said = f"all its {sum(counts.values())} tasks have ended, the last at {when(event.time)}: {ended}."
-    lines = [f"Hello {first.user},", "", f"your job array {name}: {said}", "",
+        said = f"all its {sum(counts.values())} tasks have ended, the last at {when(at)}: {ended}."
+    lines = [f"Hello {first.user},", "", *textwrap.wrap(f"your job array {name}: {said}", WIDTH), "",
              f"  queue:      {first.queue}",
              "", f"  computehub jobs --array {aid}       its tasks and how each ended"]
     return f"{SUBJECT_PREFIX} job array {name} {verb}", "\n".join(lines + footer(first, service_url))

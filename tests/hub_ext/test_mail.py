@@ -6,6 +6,7 @@ side are in test_mail_hub.py."""
 from __future__ import annotations
 
 import email
+import email.policy
 import logging
 import socket
 import sys
@@ -37,7 +38,7 @@ class Inbox:
         return "250 OK"
 
     async def handle_DATA(self, server, session, envelope):
-        self.mails.append(email.message_from_bytes(envelope.content))
+        self.mails.append(email.message_from_bytes(envelope.content, policy=email.policy.default))
         return "250 Message accepted"
 
     def subjects(self) -> list[str]:
@@ -97,8 +98,8 @@ def test_a_job_mails_what_it_asked_for_and_nothing_else(store_url, smtp):
     (mail,) = smtp.mails
     assert mail["Subject"] == f"[ComputeHub] train ({w.id}) finished"
     assert mail["To"] == "ada@example.org" and mail["Auto-Submitted"] == "auto-generated"
-    body = mail.get_payload()
-    assert f"your training job train ({w.id}) finished at 1970-01-01 00:00:30 UTC" in body
+    body = mail.get_content()
+    assert f"your training job train ({w.id}) finished at 1970-01-01 00:00:30 UTC" in " ".join(body.split())
     assert f"computehub logs {w.id}" in body and "https://hub.example.org/services/computehub/" in body
     assert "(mail: end, fail)" in body
     assert "  queue:      a, 1 GPU" in body.splitlines() and "ended:      1970-01-01 00:00:30 UTC (ran 27 s)" in body
@@ -119,7 +120,7 @@ def test_begin_fail_and_requeue(store_url, smtp):
     assert smtp.subjects() == [f"[ComputeHub] sweep ({w.id}) started",
                                f"[ComputeHub] oom ({f.id}) failed (exit code 3)",
                                f"[ComputeHub] sweep ({w.id}) is back in line"]
-    assert "why:        exit code 3: out of memory" in smtp.mails[1].get_payload()
+    assert "why:        exit code 3: out of memory" in smtp.mails[1].get_content()
 
 
 def test_a_job_array_mails_once_when_its_first_task_starts_and_once_when_all_have_ended(store_url, smtp):
@@ -137,7 +138,9 @@ def test_a_job_array_mails_once_when_its_first_task_starts_and_once_when_all_hav
     assert m.round(now=40) == 1
     assert smtp.subjects() == [f"[ComputeHub] job array grid {tasks[0].id} started",
                                f"[ComputeHub] job array grid {tasks[0].id} ended (1 failed, 2 finished)"]
-    assert f"computehub jobs --array {tasks[0].id}" in smtp.mails[1].get_payload()
+    assert f"computehub jobs --array {tasks[0].id}" in smtp.mails[1].get_content()
+    assert "all its 3 tasks have ended, the last at 1970-01-01 00:00:31 UTC: 1 failed, 2 finished" in \
+        " ".join(smtp.mails[1].get_content().split())
     assert m.round(now=50) == 0
 
 

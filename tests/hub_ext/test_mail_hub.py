@@ -55,7 +55,7 @@ c.ComputeHubService.mail_interval = 0.5
                                         f"[ComputeHub] nightly ({wid}) failed (exit code 2)"]
             assert {m["To"] for m in inbox.mails} == {"alice@example.org"}
             assert inbox.mails[0]["From"] == "ComputeHub <computehub@example.org>"
-            assert "why:        exit code 2: no data" in inbox.mails[1].get_payload()
+            assert "why:        exit code 2: no data" in inbox.mails[1].get_content()
             time.sleep(1.5)                                             # three more rounds: nothing again
             assert len(inbox.mails) == 2
 
