@@ -1,4 +1,4 @@
-"""``computehub bench <scale|api|replay|replay-grid|slurm|array-ops|panel|spawn|history>``: run one
+"""``computehub bench <scale|api|replay|replay-grid|slurm|array-ops|panel|mail|spawn|history>``: run one
 benchmark of bench/.
 
 Each benchmark is a script in the repository's ``bench/`` folder (benchmarks are not
@@ -27,6 +27,7 @@ BENCHMARKS = {
     "array-ops": ("array_ops.py", "release, hold and cancel of a 1,000-task job array: one request, one per "
                                   "task, and Slurm's"),
     "panel": ("panel_poll.py", "one look of the JupyterLab panel with a 1,000-task job array waiting"),
+    "mail": ("mail_rounds.py", "the mailer's rounds over 1,000 ended jobs: each asking for mail, and none"),
     "spawn": ("spawn_queue.py", "time the queue adds to a notebook spawn"),
     "history": ("history.py", "reads through the hub with a year of ended work against none"),
 }

@@ -170,6 +170,19 @@ def test_bench_panel_through_the_cli(tmp_path):
     assert ways["each waiting workload"]["rows"] == ways["first of each array, at most 50"]["rows"] >= 23
 
 
+def test_bench_mail_through_the_cli(tmp_path):
+    """A short run of bench/mail_rounds.py: every job's mail is delivered to the SMTP server, and
+    following the log alone sends none (the benchmark checks both counts itself)."""
+    out = tmp_path / "mail.json"
+    r = subprocess.run([computehub(), "bench", "mail", "--jobs", "20", "--repeat", "1", "--out", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-3000:]
+    runs = json.loads(out.read_text())["runs"]
+    assert [x["mails"] for x in runs["mail"]] == [20] and [x["mails"] for x in runs["none"]] == [0]
+    assert runs["mail"][0]["events"] == runs["none"][0]["events"] > 20
+    assert "ratio mail / none" in r.stdout
+
+
 @pytest.mark.parametrize("args, words", [
     (["bench", "nope"], ["unknown benchmark", "'nope'"]),
     (["bench"], ["scale", "replay", "slurm"]),
