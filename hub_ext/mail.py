@@ -37,7 +37,13 @@ LIVE = (AWAITING_APPROVAL, HELD, PENDING, *HOLDING)
 
 
 class Mail(HasTraits):
-    """Needs ``sched`` (its store), ``log``, ``path()``; ``mail_loop`` runs beside the service."""
+    """Needs ``sched`` (its store) and ``log``; ``mail_loop`` runs beside the service."""
+
+    # For the metrics (metrics_health.py): mails the server took, and refused, since the start;
+    # when the oldest change whose mail waits for a failing server happened (None: caught up).
+    mail_sent = 0
+    mail_refused = 0
+    mail_waiting_since: float | None = None
 
     smtp_host = Unicode(
         "", config=True,
@@ -153,7 +159,7 @@ class Mail(HasTraits):
         Event by event: one whose mail could not go stays for the next round, with all after it."""
         now = time.time() if now is None else now
         store = self.sched.store
-        sent = 0
+        sent, waiting_since = 0, None
         with _Outbox(self) as outbox:
             for e in store.get_events(after_id=state["after"], limit=BATCH):
                 if e.time > now - SETTLE_S:
@@ -161,6 +167,7 @@ class Mail(HasTraits):
                 mail, note = self._mail_for(e, state) if e.workload_id is not None else (None, None)
                 if mail is not None:
                     if not outbox.send(*mail):
+                        waiting_since = e.time
                         break
                     sent += 1
                 if note is not None:            # ("begun" | "ended", array id)
@@ -168,6 +175,9 @@ class Mail(HasTraits):
                     if note[0] == "ended":
                         state["begun"] = [a for a in state["begun"] if a != note[1]]
                 state["after"] = e.id
+        self.mail_sent += sent - outbox.refused
+        self.mail_refused += outbox.refused
+        self.mail_waiting_since = waiting_since     # the first unsent is the oldest: it goes first next time
         with store.transaction():
             store.set_meta(STATE_KEY, json.dumps(state))
         return sent
@@ -219,6 +229,7 @@ class _Outbox:
     def __init__(self, svc: Mail):
         self.svc = svc
         self.smtp = None
+        self.refused = 0
 
     def __enter__(self):
         return self
@@ -236,6 +247,7 @@ class _Outbox:
             m = message(svc.mail_from, to, subject, body)
         except ValueError as e:     # the template made no address of this user name
             svc.log.warning("no mail to %r: not an address (%s)", to, e)
+            self.refused += 1
             return True
         try:
             if svc.mail_maildir:
@@ -246,6 +258,7 @@ class _Outbox:
             self.smtp.send_message(m)
         except smtplib.SMTPRecipientsRefused as e:
             svc.log.warning("no mail to %r: the SMTP server refused it (%s)", to, e)
+            self.refused += 1
         except (OSError, smtplib.SMTPException) as e:
             svc.log.warning("mail waits: the SMTP server %s:%s failed (%s); trying again in %.0f s",
                             svc.smtp_host, svc.smtp_port, e, svc.mail_interval)

@@ -1,13 +1,14 @@
 """Whether the service itself is well, as Prometheus metrics (metrics.py serves them): its
 database, its scheduling loop, JupyterHub's API, and when it last heard from each hub service
-that calls it (the launcher, the inventory, spawners), all from memory.
+that calls it (the launcher, the inventory, spawners), and whether its mail goes out, all from
+memory.
 """
 
 from __future__ import annotations
 
 import time
 
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 
 class Health:
@@ -49,4 +50,20 @@ class HealthCollector:
                                 "service started", labels=["client"])
         for name, t in sorted(self.health.clients.items()):
             fam.add_metric([name], t)
+        yield fam
+        yield from self.mail()          # served with mail off too (all 0): alerts read what is there
+
+    def mail(self):
+        svc = self.service
+        fam = CounterMetricFamily("computehub_mails", "Mails to jobs' owners since the service started: sent "
+                                  "(the SMTP server took it) or refused (by the server, or no address)",
+                                  labels=["result"])
+        fam.add_metric(["sent"], getattr(svc, "mail_sent", 0))
+        fam.add_metric(["refused"], getattr(svc, "mail_refused", 0))
+        yield fam
+        fam = GaugeMetricFamily("computehub_mail_backlog_seconds",
+                                "How long the oldest change whose mail has not gone out because the SMTP "
+                                "server cannot be reached or fails has waited (0: mail is caught up, or off)")
+        since = getattr(svc, "mail_waiting_since", None)
+        fam.add_metric([], max(0.0, time.time() - since) if since is not None else 0.0)
         yield fam

@@ -22,7 +22,7 @@ INSTANCE = {"instance": "10.0.0.5:10101", "pod": "t-computehub-7d9f-x2x"}
 ALERTS = ["ComputeHubServiceDown", "ComputeHubDatabaseUnavailable", "ComputeHubSchedulingStalled",
           "ComputeHubSchedulingCyclesFailing", "ComputeHubHubUnreachable", "ComputeHubGuaranteedWorkWaiting",
           "ComputeHubGPUsIdleWhileWorkWaits", "ComputeHubWorkNotStopping", "ComputeHubApprovalWaiting",
-          "ComputeHubInventorySilent", "ComputeHubLauncherSilent"]
+          "ComputeHubInventorySilent", "ComputeHubLauncherSilent", "ComputeHubMailFailing"]
 
 # Two hours of a healthy service, a sample a minute: (metric, its own labels) -> promtool values.
 # Timestamps follow time() (0 at the start), so "0+60x120" is "just now" at every sample.
@@ -42,6 +42,7 @@ HEALTHY = {
     ("computehub_client_last_request_timestamp_seconds", (("client", "computehub-launcher"),)): "0+60x120",
     ("computehub_client_last_request_timestamp_seconds", (("client", "computehub-inventory"),)): "0+60x120",
     ("process_start_time_seconds", ()): "0x120",
+    ("computehub_mail_backlog_seconds", ()): "0x120",
 }
 
 
@@ -224,3 +225,18 @@ def test_a_request_awaiting_approval_for_a_day(promtool, chart_rules, tmp_path):
         check("ComputeHubApprovalWaiting", rules, "24h"),
         check("ComputeHubApprovalWaiting", rules, "25h", {"queue": "vision"}, queue="vision",
               duration="1d 1h 0m 0s")]}])
+
+
+def test_mail_waiting_for_its_server(promtool, chart_rules, tmp_path):
+    """A warning once the oldest unsent mail has waited half an hour (no ``for``: the gauge is a
+    duration already); a scrape that lacks the series raises nothing."""
+    rules_file, rules = chart_rules
+    backlog = ("computehub_mail_backlog_seconds", ())
+    waiting = series({backlog: "0x10 60+60x60"}, only={backlog[0]})
+    run_tests(promtool, rules_file, tmp_path, [
+        {"interval": "1m", "input_series": waiting, "alert_rule_test": [
+            check("ComputeHubMailFailing", rules, "20m"),
+            check("ComputeHubMailFailing", rules, "40m"),                    # 1,800 s: not yet
+            check("ComputeHubMailFailing", rules, "45m", {}, duration="35m 0s")]},
+        {"interval": "1m", "input_series": series({backlog: None}), "alert_rule_test": [
+            check("ComputeHubMailFailing", rules, "60m")]}])

@@ -255,12 +255,12 @@ def test_a_real_prometheus_scrapes_the_service_and_its_alerts_fire_on_what_it_se
                                     "namespace": NAMESPACE}, target
         evaluated = wait_for("every rule evaluated", lambda: (r := prom.rules()) and all(
             x.get("lastEvaluation", "").startswith("20") and x["evaluationTime"] > 0 for x in r) and r, 30)
-        assert len(evaluated) == 11 and all(r["health"] == "ok" for r in evaluated), \
+        assert len(evaluated) == 12 and all(r["health"] == "ok" for r in evaluated), \
             [(r["name"], r.get("lastError")) for r in evaluated if r["health"] != "ok"]
         wait_for("a few more evaluations", lambda: time.sleep(3) or True)
         trouble = {"ComputeHubServiceDown", "ComputeHubDatabaseUnavailable", "ComputeHubSchedulingStalled",
                    "ComputeHubSchedulingCyclesFailing", "ComputeHubHubUnreachable", "ComputeHubLauncherSilent",
-                   "ComputeHubInventorySilent", "ComputeHubWorkNotStopping"}
+                   "ComputeHubInventorySilent", "ComputeHubWorkNotStopping", "ComputeHubMailFailing"}
         assert not trouble & set(prom.firing()), prom.firing()
         # Every dashboard panel's query runs on the live series without an error (vector matching
         # errors, for one, show only once there are series to match).

@@ -156,11 +156,12 @@ def test_a_mail_server_that_is_down_gets_the_mail_later_and_a_restart_repeats_no
     with caplog.at_level(logging.WARNING, "test-mail"):
         assert m.round(now=20) == 0
     assert "mail waits: the SMTP server 127.0.0.1" in caplog.text and "trying again in 7 s" in caplog.text
+    assert (m.mail_sent, m.mail_waiting_since) == (0, 3)          # a's end waits: the metrics' backlog
     smtp.controller = Controller(smtp, hostname="127.0.0.1", port=port)   # the server is back
     smtp.controller.start()
     s.mark_finished(b.id, now=21)
     again = Mailer(Scheduler(store=SqlStore(store_url)), port)          # a restart in between
-    assert again.round(now=30) == 2
+    assert again.round(now=30) == 2 and (again.mail_sent, again.mail_waiting_since) == (2, None)   # caught up
     assert smtp.subjects() == [f"[ComputeHub] a ({a.id}) finished", f"[ComputeHub] b ({b.id}) finished"]
     assert Mailer(Scheduler(store=SqlStore(store_url)), port).round(now=40) == 0
 
@@ -176,7 +177,7 @@ def test_an_address_the_server_refuses_is_passed_over_and_the_others_go(store_ur
     s.mark_finished(a.id, now=4)
     with caplog.at_level(logging.WARNING, "test-mail"):
         assert m.round(now=20) == 2
-    assert smtp.subjects() == [f"[ComputeHub] a ({a.id}) finished"]
+    assert smtp.subjects() == [f"[ComputeHub] a ({a.id}) finished"] and (m.mail_sent, m.mail_refused) == (1, 1)
     assert "no mail to 'bob@example.org': the SMTP server refused it" in caplog.text
 
 

@@ -4,7 +4,10 @@ and the refusals. The launcher's reports are this test's (as in test_flow.py).""
 
 from __future__ import annotations
 
+import re
 import time
+
+import requests
 
 from test_cli_client import cli, ok, one_line_error, submitted  # noqa: F401
 from test_dependencies_hub import until
@@ -80,5 +83,53 @@ c.ComputeHubService.mail_interval = 0.5
             assert inbox.subjects()[2:] == [f"[ComputeHub] later ({later}) finished"]
             line = one_line_error(cli(hub, "alice", "mail", later, "end"))
             assert f"workload {later} is finished: there is nothing left to mail about" in line, line
+            # What Prometheus reads: three mails sent, none refused, nothing waiting.
+            text = metrics(hub)
+            assert 'computehub_mails_total{result="sent"} 3.0' in text and \
+                'computehub_mails_total{result="refused"} 0.0' in text and "computehub_mail_backlog_seconds 0.0" in text
     finally:
         smtp.stop()
+
+
+def metrics(hub) -> str:
+    r = requests.get(hub.service_url + "/metrics", headers={"Authorization": f"token {hub.tokens['ada']}"},
+                     timeout=10)
+    assert r.status_code == 200, r.text
+    return r.text
+
+
+def test_mail_that_cannot_go_out_shows_in_the_metrics_and_goes_once_the_server_is_back(tmp_path):
+    inbox = Inbox()
+    port = free_port()                   # nothing listens here yet: the server is down
+    config = f"""
+c.ComputeHubService.smtp_host = "127.0.0.1"
+c.ComputeHubService.smtp_port = {port}
+c.ComputeHubService.mail_address = "{{user}}@example.org"
+c.ComputeHubService.mail_interval = 0.5
+"""
+    smtp = Controller(inbox, hostname="127.0.0.1", port=port)
+    try:
+        with RealHub(tmp_path, extra_service_config=config) as hub:
+            assert "computehub_mail_backlog_seconds 0.0" in metrics(hub)
+            wid = ok(cli(hub, "alice", "submit", *SMALL, "--name", "waits", "--mail", "end")).split()[0]
+            assert hub.call("DELETE", f"/workloads/{wid}", hub.tokens["alice"]).status_code == 200
+            backlog = until_true(lambda: float(re.search(r"^computehub_mail_backlog_seconds (\S+)$",
+                                                         metrics(hub), re.M).group(1)) > 0)
+            assert backlog
+            smtp.start()                                                # the server is back
+            until_true(lambda: inbox.mails)
+            assert inbox.subjects() == [f"[ComputeHub] waits ({wid}) was cancelled"]
+            until_true(lambda: "computehub_mail_backlog_seconds 0.0" in metrics(hub))
+    finally:
+        if smtp.loop.is_running():
+            smtp.stop()
+
+
+def until_true(fn, timeout: float = 60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = fn()
+        if got:
+            return got
+        time.sleep(0.3)
+    raise AssertionError(f"not within {timeout} s")
