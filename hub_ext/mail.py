@@ -44,6 +44,7 @@ class Mail(HasTraits):
     mail_sent = 0
     mail_refused = 0
     mail_waiting_since: float | None = None
+    mail_more = False       # the last round read a whole batch: the next comes at once
 
     smtp_host = Unicode(
         "", config=True,
@@ -141,6 +142,8 @@ class Mail(HasTraits):
                 if state is None:
                     state = await asyncio.to_thread(self._mail_state)
                 await asyncio.to_thread(self.mail_round, state)
+                if self.mail_more:
+                    continue            # a burst: the next batch at once
             except StoreUnavailable as e:
                 self.log.warning("mail waits: the database is unavailable (%s)", e.detail)
             except Exception:       # noqa: BLE001 - a failed round must not stop the next one
@@ -159,9 +162,11 @@ class Mail(HasTraits):
         Event by event: one whose mail could not go stays for the next round, with all after it."""
         now = time.time() if now is None else now
         store = self.sched.store
+        saved = json.dumps(state)
         sent, waiting_since = 0, None
+        events = store.get_events(after_id=state["after"], limit=BATCH)
         with _Outbox(self) as outbox:
-            for e in store.get_events(after_id=state["after"], limit=BATCH):
+            for e in events:
                 if e.time > now - SETTLE_S:
                     break
                 mail, note = self._mail_for(e, state) if e.workload_id is not None else (None, None)
@@ -178,8 +183,10 @@ class Mail(HasTraits):
         self.mail_sent += sent - outbox.refused
         self.mail_refused += outbox.refused
         self.mail_waiting_since = waiting_since     # the first unsent is the oldest: it goes first next time
-        with store.transaction():
-            store.set_meta(STATE_KEY, json.dumps(state))
+        self.mail_more = len(events) == BATCH and bool(events) and state["after"] == events[-1].id
+        if json.dumps(state) != saved:              # a quiet round writes nothing
+            with store.transaction():
+                store.set_meta(STATE_KEY, json.dumps(state))
         return sent
 
     def _mail_for(self, e, state: dict) -> tuple[tuple[str, str, str] | None, tuple[str, str] | None]:

@@ -267,3 +267,23 @@ def test_a_maildir_instead_of_a_mail_server(tmp_path):
     assert m.round(now=20) == 1
     (got,) = list(mailbox.Maildir(str(tmp_path / "mail"), create=False))
     assert got["Subject"] == f"[ComputeHub] boxed ({w.id}) finished" and got["To"] == "ada@example.org"
+
+
+def test_a_burst_is_read_a_batch_at_a_time_and_says_when_more_waits(tmp_path, smtp, monkeypatch):
+    import hub_ext.mail as mail
+    monkeypatch.setattr(mail, "BATCH", 4)
+    s = sched_on(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    m = Mailer(s, smtp.controller.port)
+    jobs = [job(s, queue="a", name=f"j{i}", now=1, mail="end") for i in range(3)]
+    s.cycle(now=2)
+    for w in jobs:
+        s.mark_finished(w.id, now=3)
+    rounds = []
+    while True:
+        rounds.append(m.round(now=20))
+        if not m.mail_more:
+            break
+    assert sum(rounds) == 3 and len(rounds) >= 3            # 3 submitted + 3 admitted + 3 ended events
+    assert smtp.subjects() == [f"[ComputeHub] j{i} ({w.id}) finished" for i, w in enumerate(jobs)]
+    before = s.store.get_meta("mail_state")
+    assert m.round(now=30) == 0 and not m.mail_more and s.store.get_meta("mail_state") == before
