@@ -70,6 +70,22 @@ class _Base(APIHandler):
         self.set_status(e.status)
         self.finish(json.dumps({"error": e.code, "message": e.message}))
 
+    async def forward(self, wid: str, action: str, valid, expected: str) -> None:
+        """``POST workloads/{wid}/{action}`` on the service with this request's JSON body, if
+        ``valid(body)``; else 400 saying what to send (``expected``)."""
+        try:
+            body = json.loads(self.request.body or b"{}")
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or not valid(body):
+            self.set_status(400)
+            return self.finish(json.dumps({"error": "invalid", "message": f"send {expected}"}))
+        try:
+            out = await self.client.call("POST", f"workloads/{quote(wid, safe='')}/{action}", body=body)
+        except UpstreamError as e:
+            return self.fail(e)
+        self.finish(json.dumps(out))
+
 
 class WorkloadsHandler(_Base):
     @web.authenticated
@@ -107,18 +123,7 @@ class MailHandler(_Base):
 
     @web.authenticated
     async def post(self, wid):
-        try:
-            body = json.loads(self.request.body or b"{}")
-        except ValueError:
-            body = None
-        if not isinstance(body, dict) or set(body) != {"mail"}:
-            self.set_status(400)
-            return self.finish(json.dumps({"error": "invalid", "message": 'send {"mail": [...]}'}))
-        try:
-            w = await self.client.call("POST", f"workloads/{quote(wid, safe='')}/mail", body=body)
-        except UpstreamError as e:
-            return self.fail(e)
-        self.finish(json.dumps(w))
+        await self.forward(wid, "mail", lambda body: set(body) == {"mail"}, '{"mail": [...]}')
 
 
 class ArrayActionHandler(_Base):
@@ -127,20 +132,9 @@ class ArrayActionHandler(_Base):
 
     @web.authenticated
     async def post(self, wid):
-        try:
-            body = json.loads(self.request.body or b"{}")
-        except ValueError:
-            body = None
-        if not isinstance(body, dict) or body.get("action") not in ("cancel", "hold", "release") \
-                or set(body) - {"action", "states"}:
-            self.set_status(400)
-            return self.finish(json.dumps({"error": "invalid", "message": 'send {"action": "cancel", "hold" or '
-                                                                          '"release", "states": [...]}'}))
-        try:
-            out = await self.client.call("POST", f"workloads/{quote(wid, safe='')}/array-action", body=body)
-        except UpstreamError as e:
-            return self.fail(e)
-        self.finish(json.dumps(out))
+        await self.forward(wid, "array-action", lambda body: body.get("action") in ("cancel", "hold", "release")
+                           and not set(body) - {"action", "states"},
+                           '{"action": "cancel", "hold" or "release", "states": [...]}')
 
 
 class LogsHandler(_Base):

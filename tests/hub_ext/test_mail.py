@@ -51,6 +51,13 @@ def free_port() -> int:
         return so.getsockname()[1]
 
 
+def mail_config(port: int, **more: str) -> str:
+    """The service's config lines for mail through the SMTP server on ``port`` (hub tests)."""
+    lines = {"smtp_host": '"127.0.0.1"', "smtp_port": str(port), "mail_address": '"{user}@example.org"',
+             "mail_interval": "0.5", **more}
+    return "".join(f"\nc.ComputeHubService.{k} = {v}" for k, v in lines.items()) + "\n"
+
+
 @pytest.fixture
 def smtp():
     inbox = Inbox()

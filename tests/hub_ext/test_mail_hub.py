@@ -11,7 +11,7 @@ import requests
 
 from test_cli_client import cli, ok, one_line_error, submitted  # noqa: F401
 from test_dependencies_hub import until
-from test_mail import Inbox, free_port
+from test_mail import Inbox, free_port, mail_config
 
 from aiosmtpd.controller import Controller
 from realhub import RealHub
@@ -29,13 +29,7 @@ def test_my_job_mails_me_when_it_starts_and_ends(tmp_path):
     port = free_port()
     smtp = Controller(inbox, hostname="127.0.0.1", port=port)
     smtp.start()
-    config = f"""
-c.ComputeHubService.smtp_host = "127.0.0.1"
-c.ComputeHubService.smtp_port = {port}
-c.ComputeHubService.mail_address = "{{user}}@example.org"
-c.ComputeHubService.mail_from = "ComputeHub <computehub@example.org>"
-c.ComputeHubService.mail_interval = 0.5
-"""
+    config = mail_config(port, mail_from='"ComputeHub <computehub@example.org>"')
     try:
         with RealHub(tmp_path, extra_service_config=config) as hub:
             line = one_line_error(cli(hub, "alice", "submit", *SMALL, "--mail", "end,finish"))
@@ -101,12 +95,7 @@ def metrics(hub) -> str:
 def test_mail_that_cannot_go_out_shows_in_the_metrics_and_goes_once_the_server_is_back(tmp_path):
     inbox = Inbox()
     port = free_port()                   # nothing listens here yet: the server is down
-    config = f"""
-c.ComputeHubService.smtp_host = "127.0.0.1"
-c.ComputeHubService.smtp_port = {port}
-c.ComputeHubService.mail_address = "{{user}}@example.org"
-c.ComputeHubService.mail_interval = 0.5
-"""
+    config = mail_config(port)
     smtp = Controller(inbox, hostname="127.0.0.1", port=port)
     try:
         with RealHub(tmp_path, extra_service_config=config) as hub:

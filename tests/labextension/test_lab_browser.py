@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spawner"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub_ext"))
 from localhub import hub_api, kill_servers, server_procs, spawner_config, wait_for, wait_ready  # noqa: E402
 from realhub import RealHub  # noqa: E402
-from test_mail import Inbox, free_port  # noqa: E402
+from test_mail import Inbox, free_port, mail_config  # noqa: E402
 
 from aiosmtpd.controller import Controller  # noqa: E402
 
@@ -112,13 +112,7 @@ def labhub(tmp_path):
     port = free_port()
     smtp = Controller(inbox, hostname="127.0.0.1", port=port)
     smtp.start()
-    mail = f"""
-c.ComputeHubService.smtp_host = "127.0.0.1"
-c.ComputeHubService.smtp_port = {port}
-c.ComputeHubService.mail_address = "{{user}}@example.org"
-c.ComputeHubService.mail_interval = 0.5
-"""
-    h = RealHub(tmp_path, extra_service_config=SERVICE + mail)
+    h = RealHub(tmp_path, extra_service_config=SERVICE + mail_config(port))
     h.inbox = inbox
     conf = h.lab_config = tmp_path / "lab-config"
     conf.mkdir()
