@@ -111,8 +111,9 @@ class Mail(HasTraits):
         return self.mail_addresses.get(user) or (self.mail_address.format(user=user) if self.mail_address else "")
 
     def check_mail_wanted(self, spec: dict) -> None:
-        """A submission asking for mail that could not be sent is refused, not silently unmailed."""
-        if not spec.get("mail"):
+        """A submission asking for mail that could not be sent is refused, not silently unmailed
+        (asking for none is always fine)."""
+        if not spec.get("mail") or spec["mail"] in ("none", ["none"]):
             return
         if not self.mails:
             raise ValidationError("this ComputeHub sends no mail (its admin sets ComputeHubService.smtp_host "

@@ -219,7 +219,7 @@ ROWS = [
     # what live work mails about: as cancel (no mail set up here: [] is still accepted)
     ("POST", "/api/v1/workloads/{alice}/mail", {"mail": []}, sees_alice(lin=403),
      lambda w: w.cheap("alice"), "/api/v1/workloads/{alice}"),
-    ("POST", "/api/v1/workloads/{carol}/mail", {"mail": []}, sees_carol(),
+    ("POST", "/api/v1/workloads/{carol}/mail", {"mail": "none"}, sees_carol(),
      lambda w: w.cheap("carol"), "/api/v1/workloads/{carol}"),
     # a job array's limit: as cancel
     ("POST", "/api/v1/workloads/{alice}/array-limit", {"limit": 3}, sees_alice(lin=403),
