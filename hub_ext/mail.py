@@ -43,6 +43,7 @@ class Mail(HasTraits):
     # when the oldest change whose mail waits for a failing server happened (None: caught up).
     mail_sent = 0
     mail_refused = 0
+    mail_over_limit = 0
     mail_waiting_since: float | None = None
     mail_more = False       # the last round read a whole batch: the next comes at once
 
@@ -80,6 +81,12 @@ class Mail(HasTraits):
         "", config=True,
         help="""Instead of an SMTP server, put each mail into this Maildir folder (a file in its new/ per
         mail): to try mail out, as `computehub demo` does, or for a local mail system to deliver.""")
+    mail_per_user_hour = Integer(
+        100, config=True,
+        help="""Most mails one user gets in an hour (0: no limit). Beyond it that user's mails are not
+        sent until the hour has passed (logged, and counted as over_limit in computehub_mails_total):
+        a script submitting thousands of jobs with mail must not flood its owner or the mail server.
+        A job array's mails count once.""")
     mail_interval = Float(
         10.0, config=True,
         help="Seconds between two rounds of mail: how late a mail may be, at most, plus the "
@@ -171,6 +178,8 @@ class Mail(HasTraits):
                 if e.time > now - SETTLE_S:
                     break
                 mail, note = self._mail_for(e, state) if e.workload_id is not None else (None, None)
+                if mail is not None and not self._within_limit(mail[0], now):
+                    mail = None
                 if mail is not None:
                     if not outbox.send(*mail):
                         waiting_since = e.time
@@ -189,6 +198,23 @@ class Mail(HasTraits):
             with store.transaction():
                 store.set_meta(STATE_KEY, json.dumps(state))
         return sent
+
+    def _within_limit(self, to: str, now: float) -> bool:
+        """Whether one more mail to ``to`` stays within ``mail_per_user_hour`` (counted if so)."""
+        if not self.mail_per_user_hour:
+            return True
+        recent = self.__dict__.setdefault("_mail_recent", {})     # address -> times sent, the last hour
+        warned = self.__dict__.setdefault("_mail_warned", {})     # address -> when the log last said so
+        times = recent[to] = [t for t in recent.get(to, ()) if t > now - 3600]
+        if len(times) < self.mail_per_user_hour:
+            times.append(now)
+            return True
+        self.mail_over_limit += 1
+        if warned.get(to, float("-inf")) <= now - 3600:            # once an hour, not once a mail
+            warned[to] = now
+            self.log.warning("no more mail to %r for up to an hour: %d sent in the last one, the most one "
+                             "user gets (ComputeHubService.mail_per_user_hour)", to, len(times))
+        return False
 
     def _mail_for(self, e, state: dict) -> tuple[tuple[str, str, str] | None, tuple[str, str] | None]:
         """The mail (to, subject, body) event ``e`` calls for, if any, and what to note of a job

@@ -55,11 +55,12 @@ class HealthCollector:
 
     def mail(self):
         svc = self.service
-        fam = CounterMetricFamily("computehub_mails", "Mails to jobs' owners since the service started: sent "
-                                  "(the SMTP server took it) or refused (by the server, or no address)",
-                                  labels=["result"])
+        fam = CounterMetricFamily("computehub_mails", "Mails to jobs' owners since the service started: "
+                                  "sent (the SMTP server took it), refused (by the server, or no address) or "
+                                  "over_limit (past mail_per_user_hour: not sent)", labels=["result"])
         fam.add_metric(["sent"], getattr(svc, "mail_sent", 0))
         fam.add_metric(["refused"], getattr(svc, "mail_refused", 0))
+        fam.add_metric(["over_limit"], getattr(svc, "mail_over_limit", 0))
         yield fam
         fam = GaugeMetricFamily("computehub_mail_backlog_seconds",
                                 "How long the oldest change whose mail has not gone out because the SMTP "

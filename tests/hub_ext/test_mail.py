@@ -295,3 +295,23 @@ def test_a_burst_is_read_a_batch_at_a_time_and_says_when_more_waits(tmp_path, sm
     assert smtp.subjects() == [f"[ComputeHub] j{i} ({w.id}) finished" for i, w in enumerate(jobs)]
     before = s.store.get_meta("mail_state")
     assert m.round(now=30) == 0 and not m.mail_more and s.store.get_meta("mail_state") == before
+
+
+def test_one_user_gets_at_most_so_many_mails_an_hour(tmp_path, smtp, caplog):
+    s = sched_on(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    m = Mailer(s, smtp.controller.port, mail_per_user_hour=2)
+    first = [job(s, queue="a", name=f"j{i}", now=1, mail="end") for i in range(4)]
+    other = job(s, queue="a", user="bob", name="b", now=1, mail="end")          # another user: own limit
+    s.cycle(now=2)
+    for w in (*first, other):
+        s.mark_finished(w.id, now=3)
+    with caplog.at_level(logging.WARNING, "test-mail"):
+        assert m.round(now=20) == 3
+    assert smtp.subjects() == [f"[ComputeHub] j0 ({first[0].id}) finished",
+                               f"[ComputeHub] j1 ({first[1].id}) finished", f"[ComputeHub] b ({other.id}) finished"]
+    assert (m.mail_sent, m.mail_over_limit) == (3, 2)
+    assert caplog.text.count("no more mail to 'ada@example.org' for up to an hour") == 1
+    late = job(s, queue="a", name="late", now=3700, mail="end")                  # an hour later: mail again
+    s.cycle(now=3701)
+    s.mark_finished(late.id, now=3702)
+    assert m.round(now=3720) == 1 and smtp.subjects()[-1] == f"[ComputeHub] late ({late.id}) finished"

@@ -80,7 +80,9 @@ def test_my_job_mails_me_when_it_starts_and_ends(tmp_path):
             # What Prometheus reads: three mails sent, none refused, nothing waiting.
             text = metrics(hub)
             assert 'computehub_mails_total{result="sent"} 3.0' in text and \
-                'computehub_mails_total{result="refused"} 0.0' in text and "computehub_mail_backlog_seconds 0.0" in text
+                'computehub_mails_total{result="refused"} 0.0' in text and \
+                'computehub_mails_total{result="over_limit"} 0.0' in text and \
+                "computehub_mail_backlog_seconds 0.0" in text
     finally:
         smtp.stop()
 
