@@ -7,13 +7,13 @@ import os
 import time
 
 from scheduler import NotFound, ValidationError
-from scheduler.model import AWAITING_APPROVAL, HELD, HOLDING, KINDS, PENDING, TERMINAL, run_label
+from scheduler.model import HOLDING, KINDS, LIVE, PENDING, TERMINAL, run_label
 
 from . import views
 from .base import APIError, BaseHandler
 from .job_logs import read_after, read_tail
 
-STATES = (AWAITING_APPROVAL, HELD, PENDING, *HOLDING, *TERMINAL)
+STATES = (*LIVE, *TERMINAL)
 SUBMIT_FIELDS = {"name", "queue", "kind", "priority", "resources", "workers", "gpu_model", "time_limit",
                  "checkpoint_every", "node_selector", "user", "metadata", "after", "hold", "array", "mail"}
 

@@ -25,7 +25,7 @@ from traitlets import Dict, Enum, Float, HasTraits, Integer, Unicode, default, v
 from scheduler.config_checks import ConfigError, check_number
 from scheduler.errors import StoreUnavailable, ValidationError
 from scheduler.mail_types import BEGIN, END, FAIL, MAIL, REQUEUE
-from scheduler.model import AWAITING_APPROVAL, HELD, HOLDING, PENDING, TERMINAL
+from scheduler.model import LIVE, TERMINAL
 
 from .mail_compose import array_mail, message, workload_mail
 
@@ -33,7 +33,6 @@ STATE_KEY = "mail_state"    # meta: {"after": event id, "begun": [array ids], "e
 SETTLE_S = 5.0              # events younger than this wait a round (an earlier one may still commit)
 BATCH = 1000                # events read per round at most
 KEEP_ARRAYS = 1000          # array ids remembered in each of begun / ended
-LIVE = (AWAITING_APPROVAL, HELD, PENDING, *HOLDING)
 
 
 class Mail(HasTraits):
@@ -46,6 +45,16 @@ class Mail(HasTraits):
     mail_over_limit = 0
     mail_waiting_since: float | None = None
     mail_more = False       # the last round read a whole batch: the next comes at once
+
+    @property
+    def _mail_recent(self) -> dict[str, list[float]]:
+        """Per address, when each mail of the last hour went (for ``mail_per_user_hour``)."""
+        return self.__dict__.setdefault("_mail_recent_d", {})
+
+    @property
+    def _mail_warned(self) -> dict[str, float]:
+        """Per address, when the log last said it is over its limit."""
+        return self.__dict__.setdefault("_mail_warned_d", {})
 
     smtp_host = Unicode(
         "", config=True,
@@ -178,13 +187,14 @@ class Mail(HasTraits):
                 if e.time > now - SETTLE_S:
                     break
                 mail, note = self._mail_for(e, state) if e.workload_id is not None else (None, None)
-                if mail is not None and not self._within_limit(mail[0], now):
+                if mail is not None and self._over_limit(mail[0], now):
                     mail = None
                 if mail is not None:
                     if not outbox.send(*mail):
                         waiting_since = e.time
                         break
                     sent += 1
+                    self._mail_recent.setdefault(mail[0], []).append(now)
                 if note is not None:            # ("begun" | "ended", array id)
                     state[note[0]] = [a for a in state[note[0]] if a != note[1]][-KEEP_ARRAYS + 1:] + [note[1]]
                     if note[0] == "ended":
@@ -199,22 +209,18 @@ class Mail(HasTraits):
                 store.set_meta(STATE_KEY, json.dumps(state))
         return sent
 
-    def _within_limit(self, to: str, now: float) -> bool:
-        """Whether one more mail to ``to`` stays within ``mail_per_user_hour`` (counted if so)."""
-        if not self.mail_per_user_hour:
-            return True
-        recent = self.__dict__.setdefault("_mail_recent", {})     # address -> times sent, the last hour
-        warned = self.__dict__.setdefault("_mail_warned", {})     # address -> when the log last said so
-        times = recent[to] = [t for t in recent.get(to, ()) if t > now - 3600]
-        if len(times) < self.mail_per_user_hour:
-            times.append(now)
-            return True
+    def _over_limit(self, to: str, now: float) -> bool:
+        """Whether ``to`` has had ``mail_per_user_hour`` mails in the last hour already (then this
+        one is not sent: counted, and logged once an hour)."""
+        times = self._mail_recent[to] = [t for t in self._mail_recent.get(to, ()) if t > now - 3600]
+        if not self.mail_per_user_hour or len(times) < self.mail_per_user_hour:
+            return False
         self.mail_over_limit += 1
-        if warned.get(to, float("-inf")) <= now - 3600:            # once an hour, not once a mail
-            warned[to] = now
+        if self._mail_warned.get(to, float("-inf")) <= now - 3600:     # once an hour, not once a mail
+            self._mail_warned[to] = now
             self.log.warning("no more mail to %r for up to an hour: %d sent in the last one, the most one "
                              "user gets (ComputeHubService.mail_per_user_hour)", to, len(times))
-        return False
+        return True
 
     def _mail_for(self, e, state: dict) -> tuple[tuple[str, str, str] | None, tuple[str, str] | None]:
         """The mail (to, subject, body) event ``e`` calls for, if any, and what to note of a job

@@ -51,6 +51,7 @@ REJECTED = "rejected"        # an admin refused the approval it needed
 HOLDING = (ADMITTED, RUNNING, PREEMPTING, CANCELLING, RECLAIMING)   # states that hold an allocation
 STOPPING = (PREEMPTING, CANCELLING, RECLAIMING)   # told to stop: what it holds is about to be free
 TERMINAL = (FINISHED, FAILED, CANCELLED, PREEMPTED, RECLAIMED, REJECTED)
+LIVE = (AWAITING_APPROVAL, HELD, PENDING, *HOLDING)          # every state but the ended ones
 ENDS_AS = {CANCELLING: CANCELLED, RECLAIMING: RECLAIMED}   # how work told to stop for good ends once stopped
 
 

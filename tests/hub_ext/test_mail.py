@@ -315,3 +315,18 @@ def test_one_user_gets_at_most_so_many_mails_an_hour(tmp_path, smtp, caplog):
     s.cycle(now=3701)
     s.mark_finished(late.id, now=3702)
     assert m.round(now=3720) == 1 and smtp.subjects()[-1] == f"[ComputeHub] late ({late.id}) finished"
+
+
+def test_a_mail_the_server_did_not_take_does_not_count_against_the_limit(tmp_path, smtp):
+    s = sched_on(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    port = smtp.controller.port
+    m = Mailer(s, port, mail_per_user_hour=1)
+    w = job(s, queue="a", name="once", now=1, mail="end")
+    s.cycle(now=2)
+    s.mark_finished(w.id, now=3)
+    smtp.controller.stop()
+    assert m.round(now=20) == 0 and m.round(now=30) == 0                # the server is down, twice
+    smtp.controller = Controller(smtp, hostname="127.0.0.1", port=port)
+    smtp.controller.start()
+    assert m.round(now=40) == 1 and m.mail_over_limit == 0
+    assert smtp.subjects() == [f"[ComputeHub] once ({w.id}) finished"]
