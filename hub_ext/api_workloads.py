@@ -145,6 +145,27 @@ class WorkloadHandler(_OneWorkload):
             w = svc.sched.get(w.id)
         return w
 
+    async def patch(self, workload_id):
+        """Change waiting work (running work: its name, checkpoints, a shorter limit); with
+        ``?tasks=all``, every waiting task of its job array (scheduler/updates.py)."""
+        caller, w = self._visible(workload_id)
+        self.require(caller.may_cancel(w), "change this workload")
+        tasks = self.get_query_argument("tasks", "one")
+        if tasks not in ("one", "all"):
+            raise APIError(400, "invalid", f"tasks must be 'one' (this workload) or 'all' (every waiting task of "
+                                           f"its job array), not {tasks!r}")
+        changes = self.json_body()
+        if "queue" in changes or "priority" in changes:
+            self.service.check_line(caller, {"kind": w.kind, "queue": changes.get("queue", w.queue),
+                                             "priority": changes.get("priority", w.priority)})
+        sched, who = self.service.sched, dict(actor=caller.name, admin=caller.is_admin)
+        changed = sched.update_array(w.id, changes, **who) if tasks == "all" else [sched.update(w.id, changes, **who)]
+        self.service.changed()
+        d = views.workload(changed[0] if tasks == "all" else sched.get(w.id))
+        if tasks == "all":
+            d["tasks"] = [t.id for t in changed]
+        self.write_json(d)
+
     async def delete(self, workload_id):
         caller, w = self._visible(workload_id)
         self.require(caller.may_cancel(w), "cancel this workload")

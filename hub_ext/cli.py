@@ -98,6 +98,8 @@ computehub simulate --trace sample --policy sjf --json
         "queue": ("hub_ext.cli_client.QueueApp",
                   "Your workloads with state, position, ETA and the reason a waiting one waits."),
         "cancel": ("hub_ext.cli_client.CancelApp", "Cancel workloads by id."),
+        "update": ("hub_ext.cli_client_update.UpdateApp",
+                   "Change waiting workloads: GPUs, memory, time limit, queue, class, name (ID ... OPTIONS)."),
         "hold": ("hub_ext.cli_client_holds.HoldApp", "Keep waiting workloads from starting until released."),
         "release": ("hub_ext.cli_client_holds.ReleaseApp", "Let held workloads join the line."),
         "mail": ("hub_ext.cli_client_holds.MailApp", "What a live workload mails you about (ID TYPES)."),

@@ -194,6 +194,21 @@ class ComputeHubClient:
     def cancel(self, workload_id: str) -> dict:
         return self.request("DELETE", f"workloads/{quote(str(workload_id), safe='')}")
 
+    def update(self, workload_id: str, whole_array: bool = False, gpus: int | None = None, cpu=None,
+               memory=None, **changes) -> dict:
+        """Change waiting work (running work: its name, checkpoint_every, a shorter time_limit): the
+        fields of ``PATCH api/v1/workloads/{id}`` (resources, workers, gpu_model, time_limit,
+        checkpoint_every, queue, priority, name); ``gpus``, ``cpu`` and ``memory`` change single
+        entries of its resources. ``whole_array``: every waiting task of its job array."""
+        resources = dict(changes.pop("resources", None) or {})
+        for key, value in (("gpu", gpus), ("cpu", cpu), ("memory", memory)):
+            if value is not None:
+                resources[key] = value
+        if resources:
+            changes["resources"] = resources
+        return self.request("PATCH", f"workloads/{quote(str(workload_id), safe='')}",
+                            params={"tasks": "all"} if whole_array else None, body=changes)
+
     def hold(self, workload_id: str, reason: str = "") -> dict:
         """Keep waiting work from starting until ``release``."""
         return self.request("POST", f"workloads/{quote(str(workload_id), safe='')}/hold",

@@ -103,6 +103,17 @@ def document(version: str) -> dict:
                            _ok("#/components/schemas/Workload"),
                            params=[wid, _q("wait", {"type": "number", "minimum": 0, "maximum": 30}),
                                    _q("state", {"type": "string", "enum": list(STATES)})], scope=ANY),
+                "patch": _op("Change waiting work (Slurm's scontrol update): what it asks for, its limit, "
+                             "queue, class or name, checked as a submission; growing or another queue or "
+                             "class counts its wait from now, above the approval threshold it waits for an "
+                             "admin again. Running work: its name, checkpoint_every, a shorter time_limit. "
+                             "With tasks=all, every waiting task of its job array (then `tasks`: their "
+                             "ids). 403 for a longer limit asked by its owner; 409 for work that cannot "
+                             "change so (ended, a notebook, running)", _ok("#/components/schemas/Workload"),
+                             params=[wid, _q("tasks", {"type": "string", "enum": ["one", "all"]},
+                                             "all: every waiting task of its job array")],
+                             body="#/components/schemas/Update",
+                             scope="custom:computehub:submit (own) or submit-on-behalf"),
                 "delete": _op("Cancel a workload: it ends at once (state cancelled), or, while a launcher "
                               "runs it, goes to cancelling and ends once the launcher has stopped it",
                               _ok("#/components/schemas/Workload"), params=[wid],

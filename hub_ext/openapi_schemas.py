@@ -35,6 +35,18 @@ def schemas() -> dict:
             "mail": {"oneOf": [{"type": "array", "items": {"type": "string", "enum": [*MAIL_TYPES, "all", "none"]}},
                                {"type": "string", "maxLength": 100}],
                      "description": "the mail types from now on, as at submission; [] or none: no mail"}}},
+        "Update": {"type": "object", "additionalProperties": False, "minProperties": 1,
+                   "description": "What to change (scheduler/updates.py); all of it or, if one change is "
+                                  "refused, none. Running work: name, checkpoint_every and a shorter "
+                                  "time_limit only.", "properties": {
+            "name": {"type": "string", "maxLength": 128}, "queue": _NAME, "priority": _NAME,
+            "resources": {**_VECTOR, "description": "merged into the request: {\"gpu\": 4} changes the GPUs "
+                                                    "only; 0 takes a resource out"},
+            "workers": {"type": "integer", "minimum": 1, "maximum": 1024},
+            "gpu_model": {"type": "string", "nullable": True},
+            "time_limit": {"type": "number", "minimum": 0, "nullable": True,
+                           "description": "seconds; longer than now, or null (none), only by an admin"},
+            "checkpoint_every": {"type": "number", "minimum": 1, "nullable": True}}},
         "ArrayAction": {"type": "object", "additionalProperties": False, "required": ["action"], "properties": {
             "action": {"type": "string", "enum": ["cancel", "hold", "release", "approve", "reject"]},
             "reason": {"type": "string", "maxLength": 2000,

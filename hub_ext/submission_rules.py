@@ -78,7 +78,12 @@ class SubmissionRules(HasTraits):
                 whose = "your" if spec["user"] == caller.name else f"{spec['user']}'s"
                 raise ValidationError(f"no queue given and none is open to {whose} groups; name one with 'queue'")
             spec["queue"] = sorted(mine)[0]
-        q = specs.get(spec["queue"]) if isinstance(spec["queue"], str) else None
+        self.check_line(caller, spec)
+        return spec
+
+    def check_line(self, caller, spec: dict) -> None:
+        """Whether ``caller`` may put work in the spec's queue and priority class (groups)."""
+        q = self.sched.state.tree.specs.get(spec.get("queue")) if isinstance(spec.get("queue"), str) else None
         if q is not None and not caller.may_use_queue(open_to := self.sched.state.tree.access[q.name]):
             whose = "" if q.groups else " (inherited: it names none of its own)"
             raise APIError(403, "forbidden", f"queue {q.name!r} is open to groups {', '.join(open_to)}{whose}, "
@@ -89,7 +94,6 @@ class SubmissionRules(HasTraits):
         if pc is not None and not caller.may_use_class(pc):
             raise APIError(403, "forbidden", f"priority class {pc.name!r} is open to groups "
                                              f"{', '.join(pc.groups)}, not to yours")
-        return spec
 
     async def user_groups(self, user: str) -> set[str]:
         """A hub user's groups, asked of the hub with the service's own token (cached a minute)."""

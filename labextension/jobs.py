@@ -185,6 +185,10 @@ class Client:
     def release(self, workload_id: str) -> dict:
         return self.request("POST", f"workloads/{urllib.parse.quote(workload_id, safe='')}/release", {})
 
+    def update(self, workload_id: str, changes: dict) -> dict:
+        """Change waiting work (``PATCH workloads/{id}``: resources, time_limit, queue, name, ...)."""
+        return self.request("PATCH", f"workloads/{urllib.parse.quote(workload_id, safe='')}", changes)
+
     def set_mail(self, workload_id: str, mail) -> dict:
         """What live work mails its owner about from now on (``"end,fail"``; ``[]``: nothing)."""
         return self.request("POST", f"workloads/{urllib.parse.quote(workload_id, safe='')}/mail", {"mail": mail})
@@ -310,6 +314,15 @@ class Job:
 
     def release(self) -> dict:
         self.last = self.client.release(self.id)
+        return self.last
+
+    def update(self, gpus: int | None = None, cpu=None, memory=None, **changes) -> dict:
+        """Change it while it waits (running: its name, checkpoint_every, a shorter time_limit):
+        ``job.update(gpus=2, memory="32Gi")``, ``job.update(time_limit=1800)`` (docs/cli.md, "update")."""
+        extra = {k: v for k, v in (("gpu", gpus), ("cpu", cpu), ("memory", memory)) if v is not None}
+        if extra:
+            changes["resources"] = {**changes.get("resources", {}), **extra}
+        self.last = self.client.update(self.id, changes)
         return self.last
 
     def mail(self, types="end") -> dict:

@@ -27,10 +27,11 @@ from .model import (ADMITTED, ENDS_AS, FAILED, FINISHED, HOLDING, PREEMPTED, PRE
                     PriorityClass, QueueSpec, Workload)
 from .store import MemoryStore, Store
 from .submissions import SubmissionsMixin
+from .updates import Updates
 
 
 class Scheduler(DurableMemory, Cancels, Dependencies, Holds, ArrayLimits, ArrayActions, MailWishes, StartDeadline,
-                StopDeadline, SubmissionsMixin):
+                StopDeadline, SubmissionsMixin, Updates):
     def __init__(self, store: Store | None = None, config: EngineConfig | None = None,
                  clock=_time.time, prices: dict[str, float] | None = None):
         self.store = store if store is not None else MemoryStore()

@@ -286,15 +286,9 @@ def workload_fields(d: dict, state) -> dict:
     workers = d.get("workers", 1)
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
         raise ValidationError(f"workers must be a whole number from 1 to {MAX_WORKERS}; got {workers!r}")
-    time_limit = d.get("time_limit")
-    if time_limit is not None:
-        time_limit = float(_number("time_limit (seconds)", time_limit, low=1e-3, high=MAX_TIME_LIMIT))
-    checkpoint_every = d.get("checkpoint_every")
-    if checkpoint_every is not None:
-        checkpoint_every = float(_number("checkpoint_every (seconds)", checkpoint_every, low=1, high=MAX_TIME_LIMIT))
+    time_limit, checkpoint_every, name = run_fields(d).values()
     _flag(d, "hold", False)            # read by prepare_submissions (holds.py)
     selector = _labels("node_selector", d.get("node_selector"))
-    name = workload_name(d.get("name"))
     metadata = d.get("metadata")
     metadata = {} if metadata is None else metadata
     if not isinstance(metadata, dict):
@@ -312,6 +306,16 @@ def workload_fields(d: dict, state) -> dict:
         fields["metadata"][mail_types.MAIL] = mail
     _check_feasible(fields, qspec, state)
     return fields
+
+
+def run_fields(d: dict) -> dict:
+    """What running work may still change (scheduler/updates.py): its limit, checkpoints, name."""
+    time_limit, every = d.get("time_limit"), d.get("checkpoint_every")
+    return {"time_limit": None if time_limit is None else
+            float(_number("time_limit (seconds)", time_limit, low=1e-3, high=MAX_TIME_LIMIT)),
+            "checkpoint_every": None if every is None else
+            float(_number("checkpoint_every (seconds)", every, low=1, high=MAX_TIME_LIMIT)),
+            "name": workload_name(d.get("name"))}
 
 
 def _check_feasible(f: dict, qspec: QueueSpec, state) -> None:

@@ -221,6 +221,11 @@ ROWS = [
      lambda w: w.cheap("alice"), "/api/v1/workloads/{alice}"),
     ("POST", "/api/v1/workloads/{carol}/mail", {"mail": "none"}, sees_carol(),
      lambda w: w.cheap("carol"), "/api/v1/workloads/{carol}"),
+    # changing waiting work: as cancel
+    ("PATCH", "/api/v1/workloads/{alice}", {"name": "authz-renamed"}, sees_alice(lin=403),
+     lambda w: w.cheap("alice"), "/api/v1/workloads/{alice}"),
+    ("PATCH", "/api/v1/workloads/{carol}", {"time_limit": 600}, sees_carol(),
+     lambda w: w.cheap("carol"), "/api/v1/workloads/{carol}"),
     # a job array's limit: as cancel
     ("POST", "/api/v1/workloads/{alice}/array-limit", {"limit": 3}, sees_alice(lin=403),
      lambda w: w.array_of("alice"), "/api/v1/workloads/{alice}"),

@@ -442,3 +442,19 @@ def test_a_jobs_mail_is_changed_from_the_notebook(setup):
     assert "this ComputeHub sends no mail (its admin sets ComputeHubService.smtp_host" in text, out
     assert "mail" not in hub.call("GET", f"/workloads/{k.value('j.id')}", hub.tokens["alice"]).json()["metadata"]
     k.run("j.cancel()")
+
+
+def test_a_waiting_job_is_changed_from_the_notebook(setup):
+    """`Job.update()` through the real service: a held job asks for other resources and a shorter
+    limit; asking for more time raises JobError saying only an admin gives it, nothing changed."""
+    hub, work, k = setup
+    (work / "changed.py").write_text("print('never runs', flush=True)\n")
+    out = k.run("j = %submit --gpus 0 --cpu 1 --time 1h --hold changed.py\n"
+                "w = j.update(cpu='500m', memory='1Gi', time_limit=600, name='smaller')\n"
+                "print(w['resources'], w['time_limit'], w['name'], w['state'])")
+    assert out["stdout"].strip() == "{'cpu': '500m', 'memory': 1073741824} 600.0 smaller held", out
+    out = k.run("j.update(time_limit=7200)")
+    text = (out["stdout"] + out["stderr"] + out["error"]).strip()
+    assert "JobError" in text and "only an admin may give workload" in text, out
+    assert hub.call("GET", f"/workloads/{k.value('j.id')}", hub.tokens["alice"]).json()["time_limit"] == 600
+    k.run("j.cancel()")

@@ -1,0 +1,98 @@
+"""``computehub update``: change waiting work (Slurm's ``scontrol update JobId=…``)."""
+
+from __future__ import annotations
+
+import json
+
+from traitlets import Bool, Unicode
+
+from .cli import UsageError
+from .cli_client import ClientCommand, gpus_of, parse_duration
+from .cli_client_arrays import by_index
+from .cli_each import for_each_id, printable
+
+NONE = ("none", "any", "")
+WHOLE_ARRAY = ("The ids name job arrays (the id of an array's first task, or any task's): change every task of "
+               "it still waiting, in one go (its running tasks go on as they are).")
+
+
+class UpdateApp(ClientCommand):
+    name = "computehub update"
+    description = ("computehub update ID [ID ...] OPTIONS: change waiting workloads (Slurm's scontrol update): "
+                   "GPUs, CPU, memory, workers, GPU model, time limit, checkpoints, queue, priority class or "
+                   "name, each checked as at submission. Asking for less or a shorter limit keeps the place in "
+                   "line; more, or another queue or class, waits from now. Running work changes only its "
+                   "name, --checkpoint-every and a shorter --time; only an admin gives more time.")
+    examples = """
+computehub update w0000042 --gpus 2 --memory 32Gi     # asked for too much: keeps its place
+computehub update w0000042 --time 30m                 # a shorter limit may start sooner (backfill)
+computehub update --array w0000050 --memory 16Gi      # every waiting task of the array
+computehub update w0000042 --queue vision --priority preemptible
+"""
+    positional, usage_args = -1, "one or more workload ids"
+    gpus = Unicode("", help="GPUs per worker (count).").tag(config=True)
+    cpu = Unicode("", help="CPU per worker: cores ('8', '0.5') or millicores ('500m'); 0 for none.").tag(
+        config=True)
+    memory = Unicode("", help="Memory per worker, e.g. 64Gi, 512Mi (bytes if no unit); 0 for none.").tag(
+        config=True)
+    workers = Unicode("", help="Workers (count); more than 1 makes a gang started all at once.").tag(config=True)
+    gpu_model = Unicode("", help="GPU model, e.g. a100; 'any' for none in particular.").tag(config=True)
+    time_limit = Unicode("", help="Run-time limit: seconds or 90m, 2h, 1d; 'none' for no limit (admins: "
+                                  "more time than now only by an admin).").tag(config=True)
+    checkpoint_every = Unicode("", help="How often the job saves a checkpoint (seconds or 30m, 1h); 'none' "
+                                        "for its priority class's.").tag(config=True)
+    queue = Unicode("", help="Move it to this queue (its wait counts from now).").tag(config=True)
+    priority = Unicode("", help="Move it to this priority class (its wait counts from now).").tag(config=True)
+    workload_name = Unicode("", help="A new name (text).").tag(config=True)
+    array = Bool(False, help=WHOLE_ARRAY).tag(config=True)
+    aliases = {**ClientCommand.aliases, "gpus": "UpdateApp.gpus", "cpu": "UpdateApp.cpu",
+               "memory": "UpdateApp.memory", "workers": "UpdateApp.workers", "gpu-model": "UpdateApp.gpu_model",
+               "time": "UpdateApp.time_limit", "checkpoint-every": "UpdateApp.checkpoint_every",
+               "queue": "UpdateApp.queue", "priority": "UpdateApp.priority", "name": "UpdateApp.workload_name"}
+    flags = {**ClientCommand.flags, "array": ({"UpdateApp": {"array": True}}, WHOLE_ARRAY)}
+
+    def changes(self) -> dict:
+        out: dict = {}
+        resources = {}
+        for key, value in (("gpu", self.gpus), ("cpu", self.cpu), ("memory", self.memory)):
+            if value:
+                resources[key] = _count("--gpus", value) if key == "gpu" else value
+        if resources:
+            out["resources"] = resources
+        if self.workers:
+            out["workers"] = _count("--workers", self.workers)
+        if self.gpu_model:
+            out["gpu_model"] = None if self.gpu_model.lower() in NONE else self.gpu_model
+        for key, value, option in (("time_limit", self.time_limit, "--time"),
+                                   ("checkpoint_every", self.checkpoint_every, "--checkpoint-every")):
+            if value:
+                out[key] = None if value.lower() in NONE else parse_duration(value, option)
+        for key, value in (("queue", self.queue), ("priority", self.priority), ("name", self.workload_name)):
+            if value:
+                out[key] = value
+        if not out:
+            raise UsageError("say what to change: --gpus, --cpu, --memory, --workers, --gpu-model, --time, "
+                             "--checkpoint-every, --queue, --priority or --name")
+        return out
+
+    def run(self, *ids):
+        changes, ch = self.changes(), self.client()
+
+        def act(wid):
+            return ch.update(wid, whole_array=self.array, **changes)
+
+        def line(w):
+            if self.json:
+                return json.dumps(w)          # one JSON object a line, one line an id
+            limit = "no limit" if w.get("time_limit") is None else f"limit {w['time_limit']:g} s"
+            tasks = f" ({len(w['tasks'])} waiting tasks of array {w['array']['id']})" if w.get("tasks") else ""
+            reason = f"  ({printable(w['reason'])})" if w.get("reason") else ""
+            return f"{w['id']}  {w['state']}  queue {w['queue']}, {gpus_of(w)}, {limit}{tasks}{reason}"
+
+        return for_each_id(ids, by_index(ch, act) if not self.array else act, line)
+
+
+def _count(option: str, value: str) -> int:
+    if not value.strip().isdigit():
+        raise UsageError(f"{option} is a whole number, not {value!r}")
+    return int(value)
