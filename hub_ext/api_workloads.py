@@ -147,18 +147,28 @@ class WorkloadHandler(_OneWorkload):
 
     async def patch(self, workload_id):
         """Change waiting work (running work: its name, checkpoints, a shorter limit); with
-        ``?tasks=all``, every waiting task of its job array (scheduler/updates.py)."""
+        ``?tasks=all``, every waiting task of its job array (scheduler/updates.py); with
+        ``?dry_run=true``, only say what it would be and where it would stand (what_if.py)."""
         caller, w = self._visible(workload_id)
         self.require(caller.may_cancel(w), "change this workload")
         tasks = self.get_query_argument("tasks", "one")
         if tasks not in ("one", "all"):
             raise APIError(400, "invalid", f"tasks must be 'one' (this workload) or 'all' (every waiting task of "
                                            f"its job array), not {tasks!r}")
+        dry_run = self.get_query_argument("dry_run", "false")
+        if dry_run not in ("true", "false"):
+            raise APIError(400, "invalid", f"dry_run must be true or false, not {dry_run!r}")
+        if dry_run == "true" and tasks == "all":
+            raise APIError(400, "invalid", "dry_run tries a change on one workload: name one task, without tasks=all")
         changes = self.json_body()
         if "queue" in changes or "priority" in changes:
             self.service.check_line(caller, {"kind": w.kind, "queue": changes.get("queue", w.queue),
                                              "priority": changes.get("priority", w.priority)})
         sched, who = self.service.sched, dict(actor=caller.name, admin=caller.is_admin)
+        if dry_run == "true":
+            then, before, after = sched.preview_update(w.id, changes)
+            return self.write_json({**views.workload(then), "dry_run": True, "explanation": after,
+                                    "explanation_before": before})
         changed = sched.update_array(w.id, changes, **who) if tasks == "all" else [sched.update(w.id, changes, **who)]
         self.service.changed()
         d = views.workload(changed[0] if tasks == "all" else sched.get(w.id))

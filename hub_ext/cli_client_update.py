@@ -7,11 +7,13 @@ import json
 from traitlets import Bool, Unicode
 
 from .cli import UsageError
-from .cli_client import ClientCommand, gpus_of, parse_duration
+from .cli_client import ClientCommand, gpus_of, human_duration, parse_duration
 from .cli_client_arrays import by_index
 from .cli_each import for_each_id, printable
 
 NONE = ("none", "any", "")
+TEST_ONLY = ("Change nothing: say where it would stand with the change (place in line, start estimate) "
+             "beside where it stands now (Slurm's sbatch --test-only).")
 WHOLE_ARRAY = ("The ids name job arrays (the id of an array's first task, or any task's): change every task of "
                "it still waiting, in one go (its running tasks go on as they are).")
 
@@ -26,6 +28,7 @@ class UpdateApp(ClientCommand):
     examples = """
 computehub update w0000042 --gpus 2 --memory 32Gi     # asked for too much: keeps its place
 computehub update w0000042 --time 30m                 # a shorter limit may start sooner (backfill)
+computehub update w0000042 --gpus 2 --test-only       # when would it start with 2? nothing changes
 computehub update --array w0000050 --memory 16Gi      # every waiting task of the array
 computehub update w0000042 --queue vision --priority preemptible
 """
@@ -45,11 +48,13 @@ computehub update w0000042 --queue vision --priority preemptible
     priority = Unicode("", help="Move it to this priority class (its wait counts from now).").tag(config=True)
     workload_name = Unicode("", help="A new name (text).").tag(config=True)
     array = Bool(False, help=WHOLE_ARRAY).tag(config=True)
+    test_only = Bool(False, help=TEST_ONLY).tag(config=True)
     aliases = {**ClientCommand.aliases, "gpus": "UpdateApp.gpus", "cpu": "UpdateApp.cpu",
                "memory": "UpdateApp.memory", "workers": "UpdateApp.workers", "gpu-model": "UpdateApp.gpu_model",
                "time": "UpdateApp.time_limit", "checkpoint-every": "UpdateApp.checkpoint_every",
                "queue": "UpdateApp.queue", "priority": "UpdateApp.priority", "name": "UpdateApp.workload_name"}
-    flags = {**ClientCommand.flags, "array": ({"UpdateApp": {"array": True}}, WHOLE_ARRAY)}
+    flags = {**ClientCommand.flags, "array": ({"UpdateApp": {"array": True}}, WHOLE_ARRAY),
+             "test-only": ({"UpdateApp": {"test_only": True}}, TEST_ONLY)}
 
     def changes(self) -> dict:
         out: dict = {}
@@ -77,19 +82,37 @@ computehub update w0000042 --queue vision --priority preemptible
 
     def run(self, *ids):
         changes, ch = self.changes(), self.client()
+        if self.test_only and self.array:
+            raise UsageError("--test-only tries the change on one workload: name a task instead of --array")
 
         def act(wid):
-            return ch.update(wid, whole_array=self.array, **changes)
+            return ch.update(wid, whole_array=self.array, dry_run=self.test_only, **changes)
 
         def line(w):
             if self.json:
                 return json.dumps(w)          # one JSON object a line, one line an id
             limit = "no limit" if w.get("time_limit") is None else f"limit {w['time_limit']:g} s"
+            if w.get("dry_run"):
+                return (f"{w['id']}  with the change: queue {w['queue']}, {gpus_of(w)}, {limit}; "
+                        f"{standing(w['explanation'])} (now: {standing(w['explanation_before'])}); nothing changed")
             tasks = f" ({len(w['tasks'])} waiting tasks of array {w['array']['id']})" if w.get("tasks") else ""
             reason = f"  ({printable(w['reason'])})" if w.get("reason") else ""
             return f"{w['id']}  {w['state']}  queue {w['queue']}, {gpus_of(w)}, {limit}{tasks}{reason}"
 
         return for_each_id(ids, by_index(ch, act) if not self.array else act, line)
+
+
+def standing(e: dict) -> str:
+    """``2nd in line, starts in 2 h 10 min`` (or why there is no place to tell)."""
+    if "position" not in e:
+        return printable(e.get("reason") or e.get("state", ""))
+    if e.get("eta_seconds") is None:
+        start = f"start unknown ({printable(e.get('eta_reason', ''))})"
+    elif e["eta_seconds"] < 1:
+        start = "starts now"
+    else:
+        start = f"starts in {'≥ ' if e.get('eta_earliest') else ''}{human_duration(e['eta_seconds'])}"
+    return f"#{e['position']} in line, {start}"
 
 
 def _count(option: str, value: str) -> int:

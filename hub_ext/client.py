@@ -195,11 +195,13 @@ class ComputeHubClient:
         return self.request("DELETE", f"workloads/{quote(str(workload_id), safe='')}")
 
     def update(self, workload_id: str, whole_array: bool = False, gpus: int | None = None, cpu=None,
-               memory=None, **changes) -> dict:
+               memory=None, dry_run: bool = False, **changes) -> dict:
         """Change waiting work (running work: its name, checkpoint_every, a shorter time_limit): the
         fields of ``PATCH api/v1/workloads/{id}`` (resources, workers, gpu_model, time_limit,
         checkpoint_every, queue, priority, name); ``gpus``, ``cpu`` and ``memory`` change single
-        entries of its resources. ``whole_array``: every waiting task of its job array."""
+        entries of its resources. ``whole_array``: every waiting task of its job array. ``dry_run``:
+        change nothing, answer what it would be, with ``explanation`` (its place and start then)
+        beside ``explanation_before``."""
         resources = dict(changes.pop("resources", None) or {})
         for key, value in (("gpu", gpus), ("cpu", cpu), ("memory", memory)):
             if value is not None:
@@ -207,7 +209,8 @@ class ComputeHubClient:
         if resources:
             changes["resources"] = resources
         return self.request("PATCH", f"workloads/{quote(str(workload_id), safe='')}",
-                            params={"tasks": "all"} if whole_array else None, body=changes)
+                            params={"tasks": "all" if whole_array else None, "dry_run": "true" if dry_run else None},
+                            body=changes)
 
     def hold(self, workload_id: str, reason: str = "") -> dict:
         """Keep waiting work from starting until ``release``."""

@@ -111,7 +111,10 @@ def document(version: str) -> dict:
                              "ids). 403 for a longer limit asked by its owner; 409 for work that cannot "
                              "change so (ended, a notebook, running)", _ok("#/components/schemas/Workload"),
                              params=[wid, _q("tasks", {"type": "string", "enum": ["one", "all"]},
-                                             "all: every waiting task of its job array")],
+                                             "all: every waiting task of its job array"),
+                                     _q("dry_run", {"type": "string", "enum": ["true", "false"]},
+                                        "true: change nothing; answer the workload as it would be, with "
+                                        "explanation (its place and start then) and explanation_before")],
                              body="#/components/schemas/Update",
                              scope="custom:computehub:submit (own) or submit-on-behalf"),
                 "delete": _op("Cancel a workload: it ends at once (state cancelled), or, while a launcher "

@@ -370,3 +370,9 @@ class Scheduler(DurableMemory, Cancels, Dependencies, Holds, ArrayLimits, ArrayA
         from .explain import explain
 
         return explain(self, self.get(workload_id), self._now(now))
+
+    def preview_update(self, workload_id: str, changes: dict, now=None) -> tuple[Workload, dict, dict]:
+        """What ``update`` would make of it, and its explanation now and then; nothing changes."""
+        from .what_if import preview
+
+        return preview(self, workload_id, changes, self._now(now))

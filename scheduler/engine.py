@@ -11,6 +11,7 @@ import gc
 import math
 import time as _time
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 from . import admission, arrays, backfill, ordering, policies, preemption
 from .backfill import Reservation
@@ -77,9 +78,13 @@ class Engine(MakingRoom):
 
     # --- ordering -------------------------------------------------------------
 
-    def order(self) -> list[Workload]:
-        """Pending work in admission order (see ``ordering.pending_order``)."""
-        return ordering.pending_order(self.state, self.config, self.fairshare, self._now, self._first)
+    def order(self, pending: dict[str, Workload] | None = None) -> list[Workload]:
+        """Pending work in admission order (see ``ordering.pending_order``); ``pending``: another
+        line, ordered as this one would be (a change tried before it is made: what_if.py)."""
+        st = self.state
+        if pending is not None:
+            st = SimpleNamespace(pending=pending, inventory=st.inventory, tree=st.tree, classes=st.classes)
+        return ordering.pending_order(st, self.config, self.fairshare, self._now, self._first)
 
     # --- one cycle ------------------------------------------------------------
 

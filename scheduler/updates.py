@@ -42,7 +42,7 @@ class Updates:
         raise a time limit. ValidationError for a change a submission could not make, Forbidden
         for a longer limit asked by its owner, Conflict for work in a state that cannot change so."""
         w = self.get(workload_id)
-        self._apply_updates([(w, self._updated_fields(w, changes, admin))], now, actor)
+        self._apply_updates([(w, self.checked_update(w, changes, admin))], now, actor)
         return w
 
     def update_array(self, workload_id: str, changes: dict, now=None, actor: str = "",
@@ -56,12 +56,12 @@ class Updates:
         tasks = [t for t in self.array_tasks(w.array["id"]) if t.state in WAITING]
         if not tasks:
             raise Conflict(f"no task of job array {w.array['id']} is waiting: running tasks change one at a time")
-        self._apply_updates([(t, self._updated_fields(t, changes, admin)) for t in tasks], now, actor)
+        self._apply_updates([(t, self.checked_update(t, changes, admin)) for t in tasks], now, actor)
         return tasks
 
     def _apply_updates(self, plans: list[tuple[Workload, dict]], now, actor: str) -> None:
-        plans = [(w, {k: (getattr(w, k), v) for k, v in fields.items() if getattr(w, k) != v}, _grows(w, fields))
-                 for w, fields in plans]
+        plans = [(w, {k: (getattr(w, k), v) for k, v in fields.items() if getattr(w, k) != v},
+                  asks_more(w, fields)) for w, fields in plans]
         plans = [p for p in plans if p[1]]
         if not plans:
             return
@@ -82,7 +82,8 @@ class Updates:
                     self._event(now, "approval_requested", w, w.reason)
             self.store.put_workloads([w for w, _, _ in plans])
 
-    def _updated_fields(self, w: Workload, changes: dict, admin: bool) -> dict:
+    def checked_update(self, w: Workload, changes: dict, admin: bool) -> dict:
+        """The fields ``changes`` would give ``w`` (all of ``SHOWN``), or the error refusing it."""
         if not isinstance(changes, dict) or not changes:
             raise ValidationError(f"say what to change: any of {', '.join(WAITING_FIELDS)}")
         unknown = sorted(set(changes) - set(WAITING_FIELDS))
@@ -151,7 +152,7 @@ def _merged(request: dict, changes) -> dict:
     return out
 
 
-def _grows(w: Workload, fields: dict) -> bool:
+def asks_more(w: Workload, fields: dict) -> bool:
     """Whether the change asks for more, or for another line (queue, class)."""
     old, new = w.total, {k: v * fields["workers"] for k, v in fields["request"].items()}
     return (fields["queue"] != w.queue or fields["priority"] != w.priority

@@ -74,3 +74,24 @@ def test_growing_above_the_threshold_waits_for_an_admin_again(hub, submitted):  
     assert "needs an admin's approval above 6" in out
     assert w["id"] in [a["id"] for a in hub.call("GET", "/approvals", hub.tokens["ada"]).json()["approvals"]]
     assert ok(cli(hub, "carol", "update", w["id"], "--workers", "1")).split()[:2] == [w["id"], "held"]
+
+
+def test_a_change_is_tried_first_with_test_only(hub, submitted):  # noqa: F811
+    half = ("--kind", "batch", "--gpus", "4", "--time", "1h")
+    admitted(hub, submitted, "bob", *half)                 # 4 of the 8 GPUs, for an hour
+    w = submit(hub, submitted, "alice", "--kind", "batch", "--gpus", "4", "--workers", "2", "--time", "2h")
+    out = ok(cli(hub, "alice", "update", w["id"], "--workers", "1", "--test-only"))
+    assert out.startswith(f"{w['id']}  with the change: queue vision, 4, limit 7200 s; #1 in line, starts now "
+                          "(now: #1 in line, starts in "), out
+    assert out.rstrip().endswith("); nothing changed"), out
+    assert _get(hub, "alice", w["id"])["workers"] == 2            # tried, not made
+    r = hub.call("PATCH", f"/workloads/{w['id']}?dry_run=true", hub.tokens["alice"], json={"time_limit": 99999})
+    assert r.status_code == 200 and r.json()["dry_run"] is True and r.json()["time_limit"] == 99999
+    assert r.json()["explanation_before"]["position"] == 1
+    for query, words in (("?dry_run=yes", "dry_run must be true or false"),
+                         ("?dry_run=true&tasks=all", "dry_run tries a change on one workload")):
+        r = hub.call("PATCH", f"/workloads/{w['id']}{query}", hub.tokens["alice"], json={"name": "x"})
+        assert r.status_code == 400 and words in r.json()["message"], r.text
+    line = one_line_error(cli(hub, "alice", "update", "--array", w["id"], "--name", "x", "--test-only"))
+    assert "--test-only tries the change on one workload" in line, line
+    assert not hub.call("GET", f"/audit?workload={w['id']}&kind=updated", hub.tokens["ada"]).json()["events"]

@@ -199,3 +199,25 @@ def test_a_whole_job_array_changes_in_one_go_or_not_at_all():
         s.cancel(i, now=6)
     with pytest.raises(Conflict, match="no task of job array .* is waiting"):
         s.update_array(tasks[0].id, {"name": "x"}, now=7)
+
+
+def test_a_change_is_tried_before_it_is_made():
+    s = cluster(nodes=1, queues=[{"name": "a", "guaranteed": {"gpu": 8}}])
+    running = job(s, gpus=4, now=0, time_limit=3600)
+    s.cycle(now=0)
+    head = job(s, gpus=8, now=1, time_limit=7200)
+    w = job(s, gpus=6, now=2, time_limit=600)
+    s.cycle(now=10)
+    then, before, after = s.preview_update(w.id, {"resources": {"gpu": 4}}, now=11)
+    assert (before["position"], before["eta"]) == (1, 3600)        # first (its short limit), 4 GPUs free
+    assert (after["position"], after["eta"], after["eta_reason"]) == (1, 11, "now")     # 4 fit now
+    assert then.request == {"gpu": 4} and s.get(w.id).request == {"gpu": 6}      # nothing changed
+    assert not [e for e in s.events(workload_id=w.id) if e.kind == "updated"]
+    _, _, slower = s.preview_update(w.id, {"time_limit": 7200}, now=11)          # anyone may try more time
+    assert (slower["position"], slower["eta"]) == (2, 3600 + 7200)     # behind head, as long, but older
+    with pytest.raises(ValidationError, match="no node in the cluster can hold one worker with 9"):
+        s.preview_update(w.id, {"resources": {"gpu": 9}}, now=11)
+    s.hold(w.id, now=12)
+    then, before, after = s.preview_update(w.id, {"name": "x"}, now=13)
+    assert then.name == "x" and "only work in line (pending)" in after["reason"] and before["state"] == HELD
+    assert head and running
