@@ -70,9 +70,10 @@ class _Base(APIHandler):
         self.set_status(e.status)
         self.finish(json.dumps({"error": e.code, "message": e.message}))
 
-    async def forward(self, wid: str, action: str, valid, expected: str) -> None:
-        """``POST workloads/{wid}/{action}`` on the service with this request's JSON body, if
-        ``valid(body)``; else 400 saying what to send (``expected``)."""
+    async def forward(self, wid: str, action: str, valid, expected: str, method: str = "POST",
+                      query: dict | None = None) -> None:
+        """``POST workloads/{wid}/{action}`` (``action`` "": the workload itself) on the service with
+        this request's JSON body, if ``valid(body)``; else 400 saying what to send (``expected``)."""
         try:
             body = json.loads(self.request.body or b"{}")
         except ValueError:
@@ -81,7 +82,8 @@ class _Base(APIHandler):
             self.set_status(400)
             return self.finish(json.dumps({"error": "invalid", "message": f"send {expected}"}))
         try:
-            out = await self.client.call("POST", f"workloads/{quote(wid, safe='')}/{action}", body=body)
+            path = f"workloads/{quote(wid, safe='')}" + (f"/{action}" if action else "")
+            out = await self.client.call(method, path, query=query, body=body)
         except UpstreamError as e:
             return self.fail(e)
         self.finish(json.dumps(out))
@@ -106,6 +108,19 @@ class WorkloadHandler(_Base):
         except UpstreamError as e:
             return self.fail(e)
         self.finish(json.dumps(w))
+
+
+    @web.authenticated
+    async def patch(self, wid):
+        """``{"resources": {"gpu": N}, "time_limit": S}``: the panel's Change… form; ``?dry_run=true``
+        only asks where it would stand (the service checks the rest, as for the CLI)."""
+        dry = self.get_query_argument("dry_run", "false")
+        if dry not in ("true", "false"):
+            self.set_status(400)
+            return self.finish(json.dumps({"error": "invalid", "message": "dry_run is true or false"}))
+        await self.forward(wid, "", lambda body: bool(body) and not set(body) - {"resources", "time_limit"},
+                           '{"resources": {"gpu": N}} and/or {"time_limit": SECONDS}', method="PATCH",
+                           query={"dry_run": "true"} if dry == "true" else None)
 
 
 class HoldHandler(_Base):

@@ -3,6 +3,7 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
+import type { ChangeAnswer } from './change';
 import type { LogPiece } from './logview';
 import { GpuReport, WorkloadsReport } from './model';
 
@@ -45,6 +46,12 @@ export const arrayAction = (id: string, action: 'cancel' | 'hold' | 'release', s
   requestAPI<unknown>(`workloads/${encodeURIComponent(id)}/array-action`, {
     method: 'POST',
     body: JSON.stringify({ action, states })
+  });
+/** Change one of my waiting workloads (`PATCH`), or with `dryRun` only ask where it would stand. */
+export const changeWorkload = (id: string, changes: object, dryRun: boolean) =>
+  requestAPI<ChangeAnswer>(`workloads/${encodeURIComponent(id)}${dryRun ? '?dry_run=true' : ''}`, {
+    method: 'PATCH',
+    body: JSON.stringify(changes)
   });
 /** What one of my live workloads (a job array's: the whole array) mails me about from now on. */
 export const setMail = (id: string, mail: string[]) =>

@@ -20,6 +20,7 @@ export interface Workload {
   priority?: string;
   state: string;
   resources?: Resources | null;
+  time_limit?: number | null;
   placement?: Placement[];
   position?: number;
   position_in_queue?: number;

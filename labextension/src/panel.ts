@@ -12,45 +12,28 @@
 import { Widget } from '@lumino/widgets';
 
 import { Announcer, announcements } from './announce';
-import { arrayAction, cancelWorkload, fetchLogPiece, holdOrRelease, setMail } from './api';
+import { arrayAction, cancelWorkload, changeWorkload, fetchLogPiece, holdOrRelease, setMail } from './api';
 import { el } from './dom';
 import { LogFollower } from './logview';
 import {
-  GpuDevice,
   Workload,
   cancellable,
   holdAction,
   formatEta,
-  gigabytes,
   gpuRequest,
   meanHistory,
   placementText,
   preemptedText,
   checkpointText,
   reasonText,
-  sparklinePoints,
   stateWords,
   LIVE_STATES
 } from './model';
 import { collapseArrays, taskIds, workloadName } from './arrays';
+import { ChangeForm } from './change';
+import { gpuSection, sparkline } from './gpus';
 import { queueSection } from './queues';
 import { ComputeHubStore } from './store';
-
-const SVG = 'http://www.w3.org/2000/svg';
-
-export function sparkline(samples: number[], width = 120, height = 24): SVGSVGElement {
-  const svg = document.createElementNS(SVG, 'svg');
-  svg.setAttribute('class', 'jp-ComputeHub-sparkline');
-  svg.setAttribute('width', String(width));
-  svg.setAttribute('height', String(height));
-  svg.setAttribute('viewBox', `0 0 ${width} ${height}`);
-  svg.setAttribute('aria-hidden', 'true'); // the utilisation is in the text beside it
-  svg.setAttribute('focusable', 'false');
-  const line = document.createElementNS(SVG, 'polyline');
-  line.setAttribute('points', sparklinePoints(samples, width, height));
-  svg.appendChild(line);
-  return svg;
-}
 
 export class ComputeHubPanel extends Widget {
   private logs: LogFollower | null = null; // the open log, followed while its job may still write
@@ -61,6 +44,7 @@ export class ComputeHubPanel extends Widget {
   private readonly content = el('div', 'jp-ComputeHub-content');
   private readonly announcer = new Announcer('jp-ComputeHub-live');
   private focusAfterRender = ''; // a control to focus once drawn (a `data-focus-key`)
+  private readonly change = new ChangeForm(changeWorkload, id => this.changed(id));
 
   constructor(private readonly store: ComputeHubStore) {
     super();
@@ -69,7 +53,7 @@ export class ComputeHubPanel extends Widget {
     this.title.caption = 'ComputeHub';
     this.node.setAttribute('role', 'region');
     this.node.setAttribute('aria-label', 'ComputeHub');
-    this.node.append(this.content, this.announcer.node);
+    this.node.append(this.change.node, this.content, this.announcer.node); // the form on top: toasts cover the foot
     store.changed.connect(this.render, this);
     store.changed.connect(this.followLogs, this);
     this.render();
@@ -104,7 +88,7 @@ export class ComputeHubPanel extends Widget {
     const root = el('div', 'jp-ComputeHub-body');
     root.appendChild(el('h2', 'jp-ComputeHub-title', 'ComputeHub'));
     root.appendChild(this.banner());
-    root.appendChild(this.gpuSection());
+    root.appendChild(gpuSection(this.store.gpu));
     root.appendChild(this.workSection());
     root.appendChild(queueSection(this.store.report?.queues || []));
     const logs = this.logs;
@@ -181,40 +165,6 @@ export class ComputeHubPanel extends Widget {
       b.textContent = s.lastUpdate ? `Updated ${s.lastUpdate.toLocaleTimeString()}` : 'Loading…';
     }
     return b;
-  }
-
-  private gpuSection(): HTMLElement {
-    const sec = el('section', 'jp-ComputeHub-gpus');
-    sec.appendChild(el('h3', '', "This server's GPUs"));
-    const gpu = this.store.gpu;
-    if (!gpu) {
-      sec.appendChild(el('div', 'jp-ComputeHub-muted', 'Loading…'));
-    } else if (!gpu.available || !gpu.devices.length) {
-      sec.appendChild(el('div', 'jp-ComputeHub-muted jp-ComputeHub-nogpu', `No GPU visible: ${gpu.reason || 'none'}`));
-    } else {
-      for (const d of gpu.devices) {
-        sec.appendChild(this.device(d));
-      }
-    }
-    return sec;
-  }
-
-  private device(d: GpuDevice): HTMLElement {
-    const row = el('div', 'jp-ComputeHub-gpu');
-    row.dataset.index = String(d.index);
-    row.appendChild(el('div', 'jp-ComputeHub-name', `GPU ${d.index}: ${d.name}`));
-    const facts = [
-      d.utilization === null ? 'util ?' : `${d.utilization}% util`,
-      `${gigabytes(d.memory_used)}/${gigabytes(d.memory_total)} GB`,
-      d.temperature === null ? '' : `${d.temperature} °C`,
-      d.power_watts === null ? '' : `${Math.round(d.power_watts)}${d.power_limit_watts ? `/${Math.round(d.power_limit_watts)}` : ''} W`,
-      `${d.processes.length} process${d.processes.length === 1 ? '' : 'es'}`
-    ].filter(Boolean);
-    row.appendChild(el('div', 'jp-ComputeHub-facts', facts.join(' · ')));
-    if (d.history.length > 1) {
-      row.appendChild(sparkline(d.history));
-    }
-    return row;
   }
 
   private workSection(): HTMLElement {
@@ -303,6 +253,13 @@ export class ComputeHubPanel extends Widget {
       b.onclick = () => void this.perform(hold, w, () => onRow(w, hold, id => holdOrRelease(id, hold)));
       bar.appendChild(b);
     }
+    if (changeable(w) && !here) {
+      const b = el('button', 'jp-ComputeHub-button jp-ComputeHub-change-open', 'Change…');
+      b.setAttribute('aria-label', `Change ${workloadName(w)}: GPUs, time limit`);
+      b.dataset.focusKey = `change:${w.id}`;
+      b.onclick = () => this.change.open(w);
+      bar.appendChild(b);
+    }
     if (this.store.report?.mail && w.kind !== 'notebook' && !here && LIVE_STATES.includes(w.state)) {
       // A toggle: mail me when it ends (keeping whatever else it mails about).
       const types: string[] = w.metadata?.mail ?? [];
@@ -356,6 +313,14 @@ export class ComputeHubPanel extends Widget {
     this.render();
   }
 
+  /** After the change form applied a change (or was closed): the panel as it is now, the
+   * keyboard back on the job's Change button. */
+  private async changed(id: string): Promise<void> {
+    this.focusAfterRender = `change:${id}`;
+    await this.store.poller.refresh();
+    this.render();
+  }
+
   /** Open the log box on workload ``id`` (a notification's Logs button). */
   openLogs(id: string): Promise<void> {
     return this.showLogs(id);
@@ -374,6 +339,11 @@ export class ComputeHubPanel extends Widget {
     this.focusAfterRender = 'logs-text'; // the logs open where the keyboard is
     this.render();
   }
+}
+
+/** A single job waiting in line or held (not a notebook's spawn, not a row of an array's tasks). */
+function changeable(w: Workload): boolean {
+  return ['pending', 'held'].includes(w.state) && w.kind !== 'notebook' && !(w.array && taskIds(w).length > 1);
 }
 
 /** ``action`` on what a row stands for: a row of a job array's waiting tasks in one request (the

@@ -253,6 +253,32 @@ def test_status_bar_and_panel_follow_a_queued_job_to_running(labhub, browser, tm
         row.locator(".jp-ComputeHub-release").click()
         sync_api.expect(row).to_have_attribute("data-state", "pending", timeout=30_000)
         sync_api.expect(row.locator(".jp-ComputeHub-hold")).to_be_visible()
+        # Change…: what if it asked for no GPU? Tried first (nothing changes), the form kept across
+        # the panel's redraws; then a shorter time limit is applied, and the keyboard is back on the row.
+        row.locator(".jp-ComputeHub-change-open").click()
+        form = page.locator(".jp-ComputeHub-change")
+        sync_api.expect(form.locator("h3")).to_have_text("Change alice-train")
+        gpus_in, limit_in = form.locator(".jp-ComputeHub-change-gpus"), form.locator(".jp-ComputeHub-change-limit")
+        sync_api.expect(gpus_in).to_be_focused()
+        sync_api.expect(gpus_in).to_have_value("1")
+        sync_api.expect(limit_in).to_have_value("")
+        gpus_in.fill("0")
+        page.wait_for_timeout(2_500)                           # a poll and a redraw in between
+        sync_api.expect(gpus_in).to_have_value("0")
+        form.locator(".jp-ComputeHub-change-try").click()
+        said = form.locator(".jp-ComputeHub-change-status")
+        sync_api.expect(said).to_have_text(re.compile(
+            rf"^With the change: #1 in line, starts now \(now: #1 in line, starts {eta}\)\. Nothing changed yet\.$"))
+        assert workload(hub, job)["resources"]["gpu"] == 1
+        limit_in.fill("soon")
+        form.locator(".jp-ComputeHub-change-try").click()
+        sync_api.expect(said).to_have_text('The time limit must look like 30m, 2h or 1h30m, not "soon"')
+        gpus_in.fill("1")
+        limit_in.fill("45m")
+        form.locator(".jp-ComputeHub-change-apply").click()
+        sync_api.expect(form).to_be_hidden()
+        assert (workload(hub, job)["time_limit"], workload(hub, job)["resources"]["gpu"]) == (2700, 1)
+        sync_api.expect(row.locator(".jp-ComputeHub-change-open")).to_be_focused()
         # A job array's waiting tasks (held, so they take no GPU) are one row, named by the array and
         # their indexes; its Release releases each, and its Cancel cancels each (one request each).
         r = hub.call("POST", "/workloads", hub.tokens["alice"], json={

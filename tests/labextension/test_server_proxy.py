@@ -165,6 +165,30 @@ async def test_hold_and_release_one_of_mine(jp_fetch, hub):
     cancel_all(hub)
 
 
+async def test_change_one_of_mine_after_trying_it(jp_fetch, hub):
+    """The panel's Change… form: a dry run says where it would stand, then the change is made."""
+    cancel_all(hub)
+    blocker = submit(hub, "bob", name="fills-vision", kind="batch", resources={"gpu": 2}, time_limit=600)
+    w = submit(hub, "alice", name="to-change", kind="batch", resources={"gpu": 2}, time_limit=7200)
+    code, body = await fetch(jp_fetch, "workloads", w["id"], method="PATCH", params={"dry_run": "true"},
+                             body=json.dumps({"resources": {"gpu": 1}, "time_limit": 1800}))
+    assert code == 200 and body["dry_run"] is True and body["resources"]["gpu"] == 1, body
+    assert body["explanation_before"]["state"] == "pending" and body["explanation"]["position"] >= 1, body
+    assert hub.call("GET", f"/workloads/{w['id']}", hub.tokens["alice"]).json()["resources"]["gpu"] == 2
+    code, body = await fetch(jp_fetch, "workloads", w["id"], method="PATCH", body=json.dumps({"time_limit": 1800}))
+    assert code == 200 and body["time_limit"] == 1800 and "dry_run" not in body, body
+    code, body = await fetch(jp_fetch, "workloads", w["id"], method="PATCH", body=json.dumps({"time_limit": 3600}))
+    assert code == 403 and "only an admin may give workload" in body["message"], body
+    for query, payload, words in (({}, {"queue": "nlp"}, "send {"), ({}, {}, "send {"),
+                                  ({"dry_run": "maybe"}, {"time_limit": 60}, "dry_run is true or false")):
+        code, body = await fetch(jp_fetch, "workloads", w["id"], method="PATCH", params=query,
+                                 body=json.dumps(payload))
+        assert code == 400 and words in body["message"], body          # only what the form sends
+    code, body = await fetch(jp_fetch, "workloads", blocker["id"], method="PATCH", body=json.dumps({"time_limit": 60}))
+    assert code == 404 and body["error"] == "not_found", body          # bob's: not even there for alice
+    cancel_all(hub)
+
+
 @pytest.mark.parametrize("lab_config", [{"api_token": "not-a-token"}])
 async def test_a_token_the_service_refuses_is_a_clear_403(jp_fetch, hub, lab_config):
     code, body = await fetch(jp_fetch, "workloads")
