@@ -1,4 +1,4 @@
-"""What acting on a whole job array costs: release, hold and cancel of an array of N tasks.
+"""What acting on a whole job array costs: release, update, hold and cancel of an array of N tasks.
 
     computehub bench array-ops                          # 1,000 tasks, 3 runs each (~2 minutes)
     computehub bench array-ops --tasks 200 --repeat 1 --no-slurm
@@ -7,10 +7,12 @@ Three ways, side by side in one run, each on fresh arrays of ``--tasks`` tasks s
 with a cap of one at a time (``0-999%1``: released, one task starts and the rest wait, so
 there is something left to hold): ComputeHub's ``POST workloads/{id}/array-action`` (what
 ``computehub release|hold|cancel --array`` and the lab panel send: one request, one
-transaction); one request per task, through the same proxy on one keep-alive connection
-(what ``--array`` did before; what a script looping over the ids does); and Slurm's
-``scontrol release|hold <jobid>`` and ``scancel <jobid>`` on an ``sbatch --hold --array``
-job (one command each, its process start included) on the throw-away cluster of
+transaction) and, to update (a 30-minute limit on every waiting task), ``PATCH
+workloads/{id}?tasks=all`` (``computehub update --array``); one request per task, through the
+same proxy on one keep-alive connection (what ``--array`` did before; what a script looping
+over the ids does); and Slurm's ``scontrol release|hold <jobid>``, ``scontrol update
+JobId=<jobid> TimeLimit=30`` and ``scancel <jobid>`` on an ``sbatch --hold --array`` job (one
+command each, its process start included) on the throw-away cluster of
 bench/slurm.py. ComputeHub is the real JupyterHub, proxy and service on SQLite
 (``tests/hub_ext/realhub.py``), called with a real hub token. Each time is until the answer
 came back; prints the median of each and the ratios.
@@ -36,7 +38,8 @@ from realhub import RealHub  # noqa: E402
 from results_file import machine, save  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
-STEPS = ("release", "hold", "cancel")
+STEPS = ("release", "update", "hold", "cancel")
+LIMIT = 1800        # what update sets: a 30-minute limit where none was (a user may shorten one)
 
 
 def computehub_runs(hub: RealHub, n: int, repeat: int) -> dict[str, dict[str, list[float]]]:
@@ -64,21 +67,26 @@ def computehub_runs(hub: RealHub, n: int, repeat: int) -> dict[str, dict[str, li
                                             "resources": {"cpu": "100m"}, "array": f"0-{n - 1}%1", "hold": True})
             array, tasks = w["id"], w["tasks"]
             for step in STEPS:
-                if step == "hold":      # wait for the cycle that starts one: hold is for the others
+                if step == "update":    # wait for the cycle that starts one: update and hold are for the others
                     deadline = time.time() + 60
                     while "admitted" not in states(array).values() and time.time() < deadline:
                         time.sleep(0.2)
                 t0 = time.perf_counter()
-                if way == "one request":
+                if way == "one request" and step == "update":
+                    out = call("PATCH", f"/workloads/{array}?tasks=all", {"time_limit": LIMIT})
+                    done = len(out["tasks"])
+                elif way == "one request":
                     out = call("POST", f"/workloads/{array}/array-action", {"action": step})
                     done = len(out["tasks"])
                 else:
                     now = states(array) if step != "release" else {t: "held" for t in tasks}
                     t0 = time.perf_counter()        # the listing is not the action's cost
                     todo = [t for t in tasks if now.get(t) in {"release": ("held",), "hold": ("pending",),
+                                                               "update": ("pending",),
                                                                "cancel": ("held", "pending", "admitted")}[step]]
                     for t in todo:
                         call(*{"release": ("POST", f"/workloads/{t}/release", {}),
+                               "update": ("PATCH", f"/workloads/{t}", {"time_limit": LIMIT}),
                                "hold": ("POST", f"/workloads/{t}/hold", {}),
                                "cancel": ("DELETE", f"/workloads/{t}", None)}[step])
                     done = len(todo)
@@ -97,19 +105,25 @@ def slurm_runs(n: int, repeat: int, nodes: int) -> dict[str, list[float]]:
             job = c.run("sbatch", "--parsable", "--hold", f"--array=0-{n - 1}%1", "-J", f"array-ops-{run}",
                         "-o", "/dev/null", "--wrap", "sleep 600").stdout.strip().split(";")[0]
             for step in STEPS:
-                if step == "hold":
+                if step == "update":
                     deadline = time.time() + 60
                     while "R" not in c.run("squeue", "-h", "-j", job, "-o", "%t", check=False).stdout.split() \
                             and time.time() < deadline:
                         time.sleep(0.2)
-                cmd = ("scancel", job) if step == "cancel" else ("scontrol", step, job)
+                cmd = {"cancel": ("scancel", job),
+                       "update": ("scontrol", "update", f"JobId={job}", f"TimeLimit={LIMIT // 60}")}.get(
+                    step, ("scontrol", step, job))
                 t0 = time.perf_counter()
                 c.run(*cmd)
                 took = time.perf_counter() - t0
                 times[step].append(took)
-                print(f"  slurm, run {run + 1}: {' '.join(cmd[:-1])} of a {n}-task array in {took * 1000:.0f} ms",
+                print(f"  slurm, run {run + 1}: {label(step)} of a {n}-task array in {took * 1000:.0f} ms",
                       flush=True)
     return times
+
+
+def label(step: str) -> str:
+    return {"cancel": "scancel", "update": "scontrol update TimeLimit="}.get(step, f"scontrol {step}")
 
 
 def report(results: dict) -> str:

@@ -23,13 +23,15 @@ from __future__ import annotations
 
 from . import validation
 from .errors import Conflict, Forbidden, ValidationError
-from .model import AWAITING_APPROVAL, HELD, HOLD, PENDING, TERMINAL, Workload
+from .model import AWAITING_APPROVAL, HELD, HOLD, PENDING, TERMINAL, Event, Workload
 from .resources import GPU, is_flavor, render
 
 WAITING_FIELDS = ("name", "resources", "workers", "gpu_model", "time_limit", "checkpoint_every", "queue",
                   "priority")
 RUNNING_FIELDS = ("name", "time_limit", "checkpoint_every")
 WAITING = (PENDING, HELD, AWAITING_APPROVAL)
+# What a task's checked change depends on besides its request (update_array checks each such once).
+_ASKED = ("user", "queue", "kind", "priority", "workers", "gpu_model", "time_limit", "checkpoint_every", "name")
 SHOWN = ("name", "request", "workers", "gpu_model", "time_limit", "checkpoint_every", "queue", "priority")
 
 
@@ -56,7 +58,15 @@ class Updates:
         tasks = [t for t in self.array_tasks(w.array["id"]) if t.state in WAITING]
         if not tasks:
             raise Conflict(f"no task of job array {w.array['id']} is waiting: running tasks change one at a time")
-        self._apply_updates([(t, self.checked_update(t, changes, admin)) for t in tasks], now, actor)
+        checked: dict[tuple, dict] = {}     # an array's tasks mostly ask the same: checked once
+        plans = []
+        for t in tasks:
+            key = (t.state, tuple(sorted(t.request.items())), tuple(sorted(t.node_selector.items())),
+                   *(getattr(t, k) for k in _ASKED))
+            if key not in checked:
+                checked[key] = self.checked_update(t, changes, admin)
+            plans.append((t, checked[key]))
+        self._apply_updates(plans, now, actor)
         return tasks
 
     def _apply_updates(self, plans: list[tuple[Workload, dict]], now, actor: str) -> None:
@@ -66,21 +76,23 @@ class Updates:
         if not plans:
             return
         now = self._now(now)
+        events = []
         with self._tx():
             for w, diff, grows in plans:
                 was = w.state
                 for k, (_, v) in diff.items():
-                    setattr(w, k, v)
+                    setattr(w, k, dict(v) if isinstance(v, dict) else v)     # tasks share no request
                 if w.state in WAITING:
                     self._requeue_after_update(w, now, grows)
-                self._event(now, "updated", w, ", ".join(sorted(diff)), actor=actor,
-                            before={k: _shown(k, old) for k, (old, _) in diff.items()},
-                            after={k: _shown(k, new) for k, (_, new) in diff.items()},
-                            **({"state": [was, w.state]} if w.state != was else {}),
-                            **({"wait_restarted": True} if grows and w.state in (PENDING, HELD) else {}))
+                events.append(Event(now, "updated", w.id, ", ".join(sorted(diff)), dict(
+                    actor=actor, before={k: _shown(k, old) for k, (old, _) in diff.items()},
+                    after={k: _shown(k, new) for k, (_, new) in diff.items()},
+                    **({"state": [was, w.state]} if w.state != was else {}),
+                    **({"wait_restarted": True} if grows and w.state in (PENDING, HELD) else {}))))
                 if w.state == AWAITING_APPROVAL and was != AWAITING_APPROVAL:
-                    self._event(now, "approval_requested", w, w.reason)
+                    events.append(Event(now, "approval_requested", w.id, w.reason, {}))
             self.store.put_workloads([w for w, _, _ in plans])
+            self.store.add_events(events)
 
     def checked_update(self, w: Workload, changes: dict, admin: bool) -> dict:
         """The fields ``changes`` would give ``w`` (all of ``SHOWN``), or the error refusing it."""

@@ -152,6 +152,7 @@ def test_bench_array_ops_through_the_cli(tmp_path):
     assert all(len(v) == 1 and v[0] > 0 for way in times.values() for v in way.values())
     for way in times:                            # every task acted on, each way
         assert f"computehub, {way}, run 1: release 12 tasks" in r.stdout
+        assert f"computehub, {way}, run 1: update 11 tasks" in r.stdout      # one runs: 11 wait
         assert f"computehub, {way}, run 1: hold 11 tasks" in r.stdout
         assert f"computehub, {way}, run 1: cancel 12 tasks" in r.stdout
     assert "per task / one" in r.stdout

@@ -221,3 +221,13 @@ def test_a_change_is_tried_before_it_is_made():
     then, before, after = s.preview_update(w.id, {"name": "x"}, now=13)
     assert then.name == "x" and "only work in line (pending)" in after["reason"] and before["state"] == HELD
     assert head and running
+
+
+def test_the_tasks_of_an_array_changed_together_share_nothing():
+    s = cluster(nodes=1)
+    tasks = s.submit({"user": "ada", "queue": "a", "kind": "training", "resources": {"gpu": 1}, "array": "0-2",
+                      "hold": True}, now=0)
+    s.update_array(tasks[0].id, {"resources": {"gpu": 2}}, now=1)
+    a, b = s.get(tasks[0].id), s.get(tasks[1].id)
+    assert a.request == b.request == {"gpu": 2} and a.request is not b.request
+    assert [e.kind for e in s.events(workload_id=b.id)][-1] == "updated"
