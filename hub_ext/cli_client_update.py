@@ -12,6 +12,7 @@ from .cli_client_arrays import by_index
 from .cli_each import for_each_id, printable
 
 NONE = ("none", "any", "")
+OPTIONS = ("gpus", "cpu", "memory", "workers", "gpu-model", "time", "checkpoint-every", "queue", "priority", "name")
 TEST_ONLY = ("Change nothing: say where it would stand with the change (place in line, start estimate) "
              "beside where it stands now (Slurm's sbatch --test-only).")
 WHOLE_ARRAY = ("The ids name job arrays (the id of an array's first task, or any task's): change every task of "
@@ -57,28 +58,10 @@ computehub update w0000042 --queue vision --priority preemptible
              "test-only": ({"UpdateApp": {"test_only": True}}, TEST_ONLY)}
 
     def changes(self) -> dict:
-        out: dict = {}
-        resources = {}
-        for key, value in (("gpu", self.gpus), ("cpu", self.cpu), ("memory", self.memory)):
-            if value:
-                resources[key] = _count("--gpus", value) if key == "gpu" else value
-        if resources:
-            out["resources"] = resources
-        if self.workers:
-            out["workers"] = _count("--workers", self.workers)
-        if self.gpu_model:
-            out["gpu_model"] = None if self.gpu_model.lower() in NONE else self.gpu_model
-        for key, value, option in (("time_limit", self.time_limit, "--time"),
-                                   ("checkpoint_every", self.checkpoint_every, "--checkpoint-every")):
-            if value:
-                out[key] = None if value.lower() in NONE else parse_duration(value, option)
-        for key, value in (("queue", self.queue), ("priority", self.priority), ("name", self.workload_name)):
-            if value:
-                out[key] = value
-        if not out:
-            raise UsageError("say what to change: --gpus, --cpu, --memory, --workers, --gpu-model, --time, "
-                             "--checkpoint-every, --queue, --priority or --name")
-        return out
+        return changes_from({"gpus": self.gpus, "cpu": self.cpu, "memory": self.memory, "workers": self.workers,
+                             "gpu-model": self.gpu_model, "time": self.time_limit,
+                             "checkpoint-every": self.checkpoint_every, "queue": self.queue,
+                             "priority": self.priority, "name": self.workload_name})
 
     def run(self, *ids):
         changes, ch = self.changes(), self.client()
@@ -89,17 +72,48 @@ computehub update w0000042 --queue vision --priority preemptible
             return ch.update(wid, whole_array=self.array, dry_run=self.test_only, **changes)
 
         def line(w):
-            if self.json:
-                return json.dumps(w)          # one JSON object a line, one line an id
-            limit = "no limit" if w.get("time_limit") is None else f"limit {w['time_limit']:g} s"
-            if w.get("dry_run"):
-                return (f"{w['id']}  with the change: queue {w['queue']}, {gpus_of(w)}, {limit}; "
-                        f"{standing(w['explanation'])} (now: {standing(w['explanation_before'])}); nothing changed")
-            tasks = f" ({len(w['tasks'])} waiting tasks of array {w['array']['id']})" if w.get("tasks") else ""
-            reason = f"  ({printable(w['reason'])})" if w.get("reason") else ""
-            return f"{w['id']}  {w['state']}  queue {w['queue']}, {gpus_of(w)}, {limit}{tasks}{reason}"
+            return json.dumps(w) if self.json else result_line(w)     # JSON: one object a line, one an id
 
         return for_each_id(ids, by_index(ch, act) if not self.array else act, line)
+
+
+def changes_from(given: dict) -> dict:
+    """The change (``PATCH workloads/{id}``'s body) that options ask for, each given as the text typed
+    (keys as the options are named: ``gpus``, ``gpu-model``, ``time``, ``checkpoint-every``, ...;
+    "" or None: not given). UsageError says what is wrong. Shared by ``computehub update`` and
+    ``%update``."""
+    given = {k: (given.get(k) or "").strip() for k in OPTIONS}
+    out: dict = {}
+    resources = {k: _count("--gpus", given[o]) if k == "gpu" else given[o]
+                 for k, o in (("gpu", "gpus"), ("cpu", "cpu"), ("memory", "memory")) if given.get(o)}
+    if resources:
+        out["resources"] = resources
+    if given.get("workers"):
+        out["workers"] = _count("--workers", given["workers"])
+    if given.get("gpu-model"):
+        out["gpu_model"] = None if given["gpu-model"].lower() in NONE else given["gpu-model"]
+    for key, option in (("time_limit", "time"), ("checkpoint_every", "checkpoint-every")):
+        if given.get(option):
+            value = given[option]
+            out[key] = None if value.lower() in NONE else parse_duration(value, f"--{option}")
+    for key in ("queue", "priority", "name"):
+        if given.get(key):
+            out[key] = given[key]
+    if not out:
+        raise UsageError("say what to change: --gpus, --cpu, --memory, --workers, --gpu-model, --time, "
+                         "--checkpoint-every, --queue, --priority or --name")
+    return out
+
+
+def result_line(w: dict) -> str:
+    """What a change made (or, tried, would make) of a workload, in one line."""
+    limit = "no limit" if w.get("time_limit") is None else f"limit {w['time_limit']:g} s"
+    if w.get("dry_run"):
+        return (f"{w['id']}  with the change: queue {w['queue']}, {gpus_of(w)}, {limit}; "
+                f"{standing(w['explanation'])} (now: {standing(w['explanation_before'])}); nothing changed")
+    tasks = f" ({len(w['tasks'])} waiting tasks of array {w['array']['id']})" if w.get("tasks") else ""
+    reason = f"  ({printable(w['reason'])})" if w.get("reason") else ""
+    return f"{w['id']}  {w['state']}  queue {w['queue']}, {gpus_of(w)}, {limit}{tasks}{reason}"
 
 
 def standing(e: dict) -> str:

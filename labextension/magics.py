@@ -1,5 +1,5 @@
-"""``%submit``, ``%%submit``, ``%jobs``, ``%logs``, ``%cancel``, ``%hold``, ``%release`` and
-``%serve``: ComputeHub from a notebook.
+"""``%submit``, ``%%submit``, ``%jobs``, ``%logs``, ``%cancel``, ``%hold``, ``%release``, ``%update``
+and ``%serve``: ComputeHub from a notebook.
 
 ``%load_ext labextension`` loads them (the wheel's IPython kernel config does it
 for every kernel, see docs/magics.md). ``%submit`` returns at once with a
@@ -19,7 +19,9 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
+from hub_ext.cli import UsageError as CommandLineMistake
 from hub_ext.cli_client_arrays import array_id, array_line, collapse, name_of, task_resolver
+from hub_ext.cli_client_update import changes_from, result_line
 from hub_ext.log_follow import ended_line, follow
 
 from . import jobs as J
@@ -333,6 +335,37 @@ class ComputeHubMagics(Magics):
             w = self.client().release(wid)
             return f"{w['id']}: {w['state']}" + (f" ({w['reason']})" if w.get("reason") else "")
         self._each(self.release, line, act)
+
+    @_on_ids(*(argument(f"--{o}", default=None, help=h) for o, h in (
+        ("gpus", "GPUs per worker."), ("cpu", "CPU per worker ('8', '500m'; 0: none)."),
+        ("memory", "Memory per worker ('64Gi'; 0: none)."), ("workers", "Workers (a gang if more than 1)."),
+        ("gpu-model", "GPU model ('any': none in particular)."),
+        ("time", "Run-time limit (90m, 2h; more time only from an admin)."),
+        ("checkpoint-every", "How often it saves a checkpoint (30m, 1h)."), ("queue", "Another queue."),
+        ("priority", "Another priority class."), ("name", "A new name."))),
+        argument("--test-only", action="store_true", help="Change nothing: say where it would stand and "
+                                                          "when it would start with the change."))
+    @line_magic
+    def update(self, line):
+        """Change waiting jobs: GPUs, memory, time limit, queue, class or name (docs/cli.md, "update")."""
+        args = self._parse(self.update, line)
+        if args is None:
+            return
+        if not args.ids:
+            raise UsageError("%update needs one or more job ids, e.g. %update w0000042 --gpus 2")
+        try:
+            changes = changes_from({k.replace("_", "-"): v for k, v in vars(args).items() if isinstance(v, str)})
+        except CommandLineMistake as e:
+            raise UsageError(str(e)) from None
+        if args.test_only and args.array:
+            raise UsageError("--test-only tries the change on one job: name a task instead of --array")
+        resolve = (lambda a: array_id(a)) if args.array else \
+            task_resolver(lambda array: self.client().array_tasks(array))
+        for wid in args.ids:
+            try:
+                print(result_line(self.client().update(resolve(wid), changes, args.array, args.test_only)))
+            except (J.JobError, LookupError) as e:
+                self._fail(e)
 
 
 def load_ipython_extension(ipython):

@@ -458,3 +458,31 @@ def test_a_waiting_job_is_changed_from_the_notebook(setup):
     assert "JobError" in text and "only an admin may give workload" in text, out
     assert hub.call("GET", f"/workloads/{k.value('j.id')}", hub.tokens["alice"]).json()["time_limit"] == 600
     k.run("j.cancel()")
+
+
+def test_update_magic_tries_then_changes_and_says_what_is_wrong_in_one_line(setup):
+    """`%update` through the real service: tried first (nothing changes), then made; a mistake in an
+    option or a refusal by the service is one line, never a traceback."""
+    hub, work, k = setup
+    (work / "upd.py").write_text("print('never runs', flush=True)\n")
+    k.run("j = %submit --gpus 0 --cpu 1 --time 1h --hold upd.py")
+    wid = k.value("j.id")
+    out = k.run(f"%update {wid} --cpu 500m --test-only")
+    assert out["stdout"].strip().startswith(f"{wid}  with the change: queue ") and \
+        out["stdout"].strip().endswith("limit 3600 s; only work in line (pending) has a place and a start estimate "
+                                       "to compare (now: held by alice: held at submission; it starts only once "
+                                       f"released (computehub release {wid})); nothing changed"), out
+    assert hub.call("GET", f"/workloads/{wid}", hub.tokens["alice"]).json()["resources"]["cpu"] == "1000m"
+    out = k.run(f"%update {wid} --cpu 500m --time 30m --name smaller")
+    assert out["stdout"].strip() == f"{wid}  held  queue vision, 0, limit 1800 s  (held by alice: held at " \
+        f"submission; it starts only once released (computehub release {wid}))", out
+    w = hub.call("GET", f"/workloads/{wid}", hub.tokens["alice"]).json()
+    assert (w["resources"]["cpu"], w["time_limit"], w["name"]) == ("500m", 1800, "smaller")
+    for line, words in ((f"%update {wid} --time 2h", "only an admin may give workload"),
+                        (f"%update {wid} --gpus two", "--gpus is a whole number, not 'two'"),
+                        (f"%update {wid}", "say what to change"),
+                        ("%update --gpus 1", "%update needs one or more job ids")):
+        out = k.run(line)
+        text = (out["stdout"] + out["stderr"] + out["error"]).strip()
+        assert words in text and "Traceback" not in text and len(text.splitlines()) == 1, (line, out)
+    k.run("j.cancel()")
