@@ -117,7 +117,8 @@ def result_line(w: dict) -> str:
 
 
 def standing(e: dict) -> str:
-    """``2nd in line, starts in 2 h 10 min`` (or why there is no place to tell)."""
+    """``#2 in line, starts in 2h10m`` (``if released now`` for held work), or why there is no
+    place to tell."""
     if "position" not in e:
         return printable(e.get("reason") or e.get("state", ""))
     if e.get("eta_seconds") is None:
@@ -126,7 +127,8 @@ def standing(e: dict) -> str:
         start = "starts now"
     else:
         start = f"starts in {'≥ ' if e.get('eta_earliest') else ''}{human_duration(e['eta_seconds'])}"
-    return f"#{e['position']} in line, {start}"
+    released = " if released now" if str(e.get("eta_reason", "")).endswith("(if released now)") else ""
+    return f"#{e['position']} in line, {start}{released}"
 
 
 def _count(option: str, value: str) -> int:

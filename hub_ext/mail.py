@@ -29,7 +29,8 @@ from scheduler.model import LIVE, TERMINAL
 
 from .mail_compose import array_mail, message, workload_mail
 
-STATE_KEY = "mail_state"    # meta: {"after": event id, "begun": [array ids], "ended": [array ids]}
+STATE_KEY = "mail_state"    # meta: {"after": event id, "begun": [array ids], "ended": [array ids],
+#                                    "recent": {address: [when each mail of the last hour went]}}
 SETTLE_S = 5.0              # events younger than this wait a round (an earlier one may still commit)
 BATCH = 1000                # events read per round at most
 KEEP_ARRAYS = 1000          # array ids remembered in each of begun / ended
@@ -170,7 +171,10 @@ class Mail(HasTraits):
     def _mail_state(self) -> dict:
         raw = self.sched.store.get_meta(STATE_KEY)
         if raw:
-            return json.loads(raw)
+            state = json.loads(raw)
+            # Each user's mails of the last hour, as saved: a restart does not start the hour afresh.
+            self.__dict__["_mail_recent_d"] = {to: list(ts) for to, ts in state.get("recent", {}).items()}
+            return state
         # The first start with mail: from now on (what happened before was never promised a mail).
         return {"after": self.sched.store.last_event_id(), "begun": [], "ended": []}
 
@@ -204,6 +208,9 @@ class Mail(HasTraits):
         self.mail_refused += outbox.refused
         self.mail_waiting_since = waiting_since     # the first unsent is the oldest: it goes first next time
         self.mail_more = len(events) == BATCH and bool(events) and state["after"] == events[-1].id
+        if sent:                                    # for mail_per_user_hour across restarts
+            state["recent"] = {to: ts for to, times in self._mail_recent.items()
+                               if (ts := [t for t in times if t > now - 3600])}
         if json.dumps(state) != saved:              # a quiet round writes nothing
             with store.transaction():
                 store.set_meta(STATE_KEY, json.dumps(state))

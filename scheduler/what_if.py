@@ -1,7 +1,8 @@
 """What a change to waiting work would do, before it is made (Slurm's ``sbatch --test-only``,
 Kubernetes' ``dryRun``): the workload as ``update`` would make it, refused as ``update`` would
 refuse it, and, for work in line, its place and start estimate by the same simulation that
-``explain`` makes. Nothing is changed, in memory or in the store.
+``explain`` makes. Work held only by a hold is estimated as if released now, with the change
+and without. Nothing is changed, in memory or in the store.
 
 So a user who waits can ask "with 2 GPUs instead of 4, or a 30-minute limit, when would it
 start?" and change it only if the answer is better.
@@ -10,9 +11,12 @@ start?" and change it only if the answer is better.
 from __future__ import annotations
 
 import copy
+
 from .explain import estimate_start, explain, positions
-from .model import PENDING, Workload
+from .model import HELD, PENDING, Workload
 from .updates import asks_more
+
+RELEASED = "if released now"
 
 
 def preview(sched, workload_id: str, changes: dict, now: float) -> tuple[Workload, dict, dict]:
@@ -20,22 +24,42 @@ def preview(sched, workload_id: str, changes: dict, now: float) -> tuple[Workloa
     Any time limit may be tried (only making it needs an admin for more time)."""
     w = sched.get(workload_id)
     fields = sched.checked_update(w, changes, admin=True)
-    then = copy.copy(w)
-    then.metadata = dict(w.metadata)
+    then = _copy(w)
     for k, v in fields.items():
         setattr(then, k, v)
     if asks_more(w, fields):
         then.eligible_at = now
-    before = explain(sched, w, now)
-    if w.state != PENDING:
-        return then, before, {"id": w.id, "state": w.state,
-                              "reason": "only work in line (pending) has a place and a start estimate to compare"}
-    order = sched.engine.order({**sched.state.pending, w.id: then})
-    qpos, qlen, pos, total = positions(order, then)
-    eta, why, blocker, borrows = estimate_start(sched, then, now, order)
-    after = {"id": w.id, "state": PENDING, "queue": then.queue, "priority": then.priority,
-             "position_in_queue": qpos, "queue_length": qlen, "position": pos, "pending": total,
-             "eta": eta, "eta_seconds": None if eta is None else max(0.0, eta - now),
-             "eta_earliest": bool(borrows and eta is not None and eta > now), "eta_reason": why,
-             "reason": blocker.text(then) if blocker is not None else "nothing would hold it back"}
-    return then, before, after
+    if w.state == PENDING:
+        return then, explain(sched, w, now), standing(sched, then, now)
+    if w.state == HELD and not w.after:         # held by hand: as if released now, both ways
+        return then, standing(sched, _released(w, now), now, RELEASED), \
+            standing(sched, _released(then, now), now, RELEASED)
+    return then, explain(sched, w, now), {
+        "id": w.id, "state": w.state,
+        "reason": "only work in line (pending, or held by a hold alone) has a place and a start estimate to compare"}
+
+
+def standing(sched, w: Workload, now: float, note: str = "") -> dict:
+    """Where pending ``w`` (a copy, not in the scheduler's line) would stand in it now."""
+    order = sched.engine.order({**sched.state.pending, w.id: w})
+    qpos, qlen, pos, total = positions(order, w)
+    eta, why, blocker, borrows = estimate_start(sched, w, now, order)
+    return {"id": w.id, "state": PENDING, "queue": w.queue, "priority": w.priority,
+            "position_in_queue": qpos, "queue_length": qlen, "position": pos, "pending": total,
+            "eta": eta, "eta_seconds": None if eta is None else max(0.0, eta - now),
+            "eta_earliest": bool(borrows and eta is not None and eta > now),
+            "eta_reason": f"{why} ({note})" if note else why,
+            "reason": blocker.text(w) if blocker is not None else "nothing would hold it back"}
+
+
+def _copy(w: Workload) -> Workload:
+    c = copy.copy(w)
+    c.metadata = dict(w.metadata)
+    return c
+
+
+def _released(w: Workload, now: float) -> Workload:
+    """``w`` as ``Holds.release`` would put it in line: pending, its wait counted from now."""
+    c = _copy(w)
+    c.state, c.reason, c.eligible_at = PENDING, "", now
+    return c

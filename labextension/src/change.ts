@@ -80,7 +80,8 @@ export function standing(e: Workload['explanation'] | undefined): string {
       : eta < 1
         ? 'starts now'
         : `starts ${formatEta(eta, e.eta_earliest)}`;
-  return `#${e.position} in line, ${start}`;
+  const released = (e.eta_reason || '').endsWith('(if released now)') ? ' if released now' : '';
+  return `#${e.position} in line, ${start}${released}`;
 }
 
 export class ChangeForm {

@@ -311,10 +311,15 @@ def test_one_user_gets_at_most_so_many_mails_an_hour(tmp_path, smtp, caplog):
                                f"[ComputeHub] j1 ({first[1].id}) finished", f"[ComputeHub] b ({other.id}) finished"]
     assert (m.mail_sent, m.mail_over_limit) == (3, 2)
     assert caplog.text.count("no more mail to 'ada@example.org' for up to an hour") == 1
+    again = Mailer(s, smtp.controller.port, mail_per_user_hour=2)               # a restart: the hour goes on
+    soon = job(s, queue="a", name="soon", now=100, mail="end")
+    s.cycle(now=101)
+    s.mark_finished(soon.id, now=102)
+    assert again.round(now=120) == 0 and again.mail_over_limit == 1
     late = job(s, queue="a", name="late", now=3700, mail="end")                  # an hour later: mail again
     s.cycle(now=3701)
     s.mark_finished(late.id, now=3702)
-    assert m.round(now=3720) == 1 and smtp.subjects()[-1] == f"[ComputeHub] late ({late.id}) finished"
+    assert again.round(now=3720) == 1 and smtp.subjects()[-1] == f"[ComputeHub] late ({late.id}) finished"
 
 
 def test_a_mail_the_server_did_not_take_does_not_count_against_the_limit(tmp_path, smtp):

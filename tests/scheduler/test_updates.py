@@ -217,9 +217,13 @@ def test_a_change_is_tried_before_it_is_made():
     assert (slower["position"], slower["eta"]) == (2, 3600 + 7200)     # behind head, as long, but older
     with pytest.raises(ValidationError, match="no node in the cluster can hold one worker with 9"):
         s.preview_update(w.id, {"resources": {"gpu": 9}}, now=11)
-    s.hold(w.id, now=12)
-    then, before, after = s.preview_update(w.id, {"name": "x"}, now=13)
-    assert then.name == "x" and "only work in line (pending)" in after["reason"] and before["state"] == HELD
+    s.hold(w.id, now=12)         # held by hand: estimated as if released now, with the change and without
+    then, before, after = s.preview_update(w.id, {"resources": {"gpu": 4}}, now=13)
+    assert (before["eta"], after["eta"], after["eta_reason"]) == (3600, 13, "now (if released now)")
+    assert s.get(w.id).state == HELD and w.id not in s.state.pending
+    later = job(s, gpus=1, now=14, after=[w.id])        # held for what it runs after: no estimate
+    _, _, after = s.preview_update(later.id, {"name": "x"}, now=15)
+    assert "only work in line (pending, or held by a hold alone)" in after["reason"]
     assert head and running
 
 

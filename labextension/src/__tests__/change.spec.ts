@@ -37,6 +37,9 @@ describe('the change form', () => {
     expect(standing({ position: 1, eta_seconds: 0 })).toBe('#1 in line, starts now');
     expect(standing({ position: 3, eta_seconds: null })).toBe('#3 in line, start unknown');
     expect(standing({ position: 1, eta_seconds: 3600, eta_earliest: true })).toBe('#1 in line, starts ≥ 1 h');
+    expect(standing({ position: 1, eta_seconds: 0, eta_reason: 'now (if released now)' })).toBe(
+      '#1 in line, starts now if released now'
+    );
     expect(standing({ reason: 'only work in line (pending) has a place' })).toBe(
       'only work in line (pending) has a place'
     );
