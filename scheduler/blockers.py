@@ -40,7 +40,9 @@ class Blocker:
     def to_dict(self) -> dict:
         return asdict(self)
 
-    def text(self, w=None) -> str:
+    def text(self, w=None, gap: float | None = None) -> str:
+        """``gap`` (RESERVED only): seconds until the reservation's holder starts (explain.py); work
+        declaring a limit no longer than that may start in the gap, and the sentence says how."""
         r, amt = self.resource, (lambda n: fmt_amount(self.resource, n))
         what = label(r) if r else ""
         if self.code == QUEUE_LIMIT:
@@ -67,8 +69,12 @@ class Blocker:
         if self.code == NO_NODE:
             return f"needs {self.other}; no healthy node could ever fit it"
         if self.code == RESERVED:
-            return (f"capacity is held for {self.queue} workload {self.other}, which is ahead in line "
-                    f"(declare a shorter --time limit to start in the gap)")
+            held = f"capacity is held for {self.queue} workload {self.other}, which is ahead in line"
+            if gap is None or gap < 60 or w is None or (w.time_limit is not None and w.time_limit <= gap):
+                return f"{held} (declare a shorter --time limit to start in the gap)"
+            span = minutes(gap)
+            return (f"{held} and starts in {span}: with a time limit of at most {span} this could start in "
+                    f"the gap (computehub update {w.id} --time {span} --test-only says)")
         if self.code == ARRAY_LIMIT:
             return cap_words(self.other, self.used, self.cap)
         if self.code == STRICT_ORDER:
@@ -77,3 +83,10 @@ class Blocker:
             return (f"{self.need} workload(s) being stopped to make room (preempted or cancelled); "
                     "waiting for them to stop")
         return self.code
+
+
+def minutes(seconds: float) -> str:
+    """Whole minutes, rounded down, as ``--time`` takes them: ``45m``, ``2h``, ``1h40m``, ``3d4h``."""
+    m = int(seconds // 60)
+    d, h, m = m // 1440, m % 1440 // 60, m % 60
+    return "".join(f"{n}{u}" for n, u in ((d, "d"), (h, "h"), (m, "m")) if n) or "0m"

@@ -56,7 +56,8 @@ def explain(sched, w: Workload, now: float) -> dict:
     if blocker is None:
         out["reason"] = "waiting for the next scheduling cycle"
     else:
-        out["reason"] = blocker.text(w) + (_borrow_only(sched, w, now) if blocker.code in (CAPACITY, RESERVED) else "")
+        out["reason"] = blocker.text(w, gap=reserved_gap(sched, blocker, now)) + \
+            (_borrow_only(sched, w, now) if blocker.code in (CAPACITY, RESERVED) else "")
         out["blocker"] = blocker.to_dict()
     out["eta"] = eta
     out["eta_seconds"] = None if eta is None else max(0.0, eta - now)
@@ -66,6 +67,15 @@ def explain(sched, w: Workload, now: float) -> dict:
                 "so work other queues are owed and submit before then goes first")
     out["eta_reason"] = why
     return out
+
+
+def reserved_gap(sched, blocker: Blocker, now: float) -> float | None:
+    """Seconds until the reservation that holds ``blocker``'s work back starts (the last cycle's;
+    None if it is not known)."""
+    if blocker.code != RESERVED or sched.last is None:
+        return None
+    r = next((r for r in sched.last.reservations if r.workload.id == blocker.other), None)
+    return None if r is None or r.shadow is None or r.shadow <= now else r.shadow - now
 
 
 def _borrow_only(sched, w: Workload, now: float) -> str:

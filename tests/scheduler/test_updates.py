@@ -9,6 +9,8 @@ from scheduler.errors import Conflict, Forbidden, NotFound, ValidationError
 from scheduler.model import ADMITTED, AWAITING_APPROVAL, HELD, PENDING
 from scheduler.store.sql import SqlStore
 
+from scheduler.blockers import minutes
+
 from sched_helpers import cluster, job
 
 
@@ -114,6 +116,12 @@ def test_setting_a_limit_where_none_was_is_shorter_and_backfill_then_uses_it():
     small = job(s, gpus=4, now=2)                       # no limit: starting it could delay head
     s.cycle(now=10)
     assert (s.get(running.id).state, s.get(head.id).state, s.get(small.id).state) == (ADMITTED, PENDING, PENDING)
+    # Its reason says how long the gap is and how to use it (head starts at 3600, 59m50s from now).
+    assert s.explain(small.id, now=10)["reason"] == (
+        f"capacity is held for a workload {head.id}, which is ahead in line and starts in 59m: with a time "
+        f"limit of at most 59m this could start in the gap (computehub update {small.id} --time 59m --test-only says)")
+    _, _, then = s.preview_update(small.id, {"time_limit": 59 * 60}, now=10)
+    assert then["eta"] == 10                                            # as it said
     s.update(small.id, {"time_limit": 600}, now=11, actor="ada")       # no admin needed: a limit is shorter
     s.cycle(now=12)
     assert (s.get(head.id).state, s.get(small.id).state) == (PENDING, ADMITTED)
@@ -235,3 +243,8 @@ def test_the_tasks_of_an_array_changed_together_share_nothing():
     a, b = s.get(tasks[0].id), s.get(tasks[1].id)
     assert a.request == b.request == {"gpu": 2} and a.request is not b.request
     assert [e.kind for e in s.events(workload_id=b.id)][-1] == "updated"
+
+
+def test_a_gap_is_said_in_whole_minutes_as_time_takes_them():
+    assert [minutes(x) for x in (59, 60, 3599, 3600, 6000, 86400 + 4 * 3600 + 59)] == [
+        "0m", "1m", "59m", "1h", "1h40m", "1d4h"]
