@@ -96,6 +96,13 @@ def save_on_preemption(save, exit_code: int = 143, env=os.environ) -> None:
     signal.signal(signal.SIGTERM, stop)
 
 
+def _with_resources(body: dict, gpus, cpu, memory) -> dict:
+    """``body`` with the ``gpus``, ``cpu`` and ``memory`` shorthands (None: not given) in its resources."""
+    resources = dict(body.pop("resources", None) or {})
+    resources.update((k, v) for k, v in (("gpu", gpus), ("cpu", cpu), ("memory", memory)) if v is not None)
+    return {**body, "resources": resources} if resources else body
+
+
 def _clean(params: dict) -> dict:
     return {k: v for k, v in params.items() if v is not None}
 
@@ -172,13 +179,7 @@ class ComputeHubClient:
         """Submit a workload: the fields of ``POST api/v1/workloads`` (kind, resources, queue,
         priority, workers, gpu_model, time_limit, checkpoint_every, name, ...); ``gpus``, ``cpu`` and ``memory``
         are shorthands for entries of ``resources``."""
-        resources = dict(spec.pop("resources", None) or {})
-        for key, value in (("gpu", gpus), ("cpu", cpu), ("memory", memory)):
-            if value is not None:
-                resources[key] = value
-        if resources:
-            spec["resources"] = resources
-        return self.request("POST", "workloads", body=spec)
+        return self.request("POST", "workloads", body=_with_resources(spec, gpus, cpu, memory))
 
     def list(self, state=None, queue=None, user=None, kind=None, limit=None, offset=None, order=None,
              array=None) -> dict:
@@ -202,15 +203,9 @@ class ComputeHubClient:
         entries of its resources. ``whole_array``: every waiting task of its job array. ``dry_run``:
         change nothing, answer what it would be, with ``explanation`` (its place and start then)
         beside ``explanation_before``."""
-        resources = dict(changes.pop("resources", None) or {})
-        for key, value in (("gpu", gpus), ("cpu", cpu), ("memory", memory)):
-            if value is not None:
-                resources[key] = value
-        if resources:
-            changes["resources"] = resources
         return self.request("PATCH", f"workloads/{quote(str(workload_id), safe='')}",
                             params={"tasks": "all" if whole_array else None, "dry_run": "true" if dry_run else None},
-                            body=changes)
+                            body=_with_resources(changes, gpus, cpu, memory))
 
     def hold(self, workload_id: str, reason: str = "") -> dict:
         """Keep waiting work from starting until ``release``."""
