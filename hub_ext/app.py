@@ -181,6 +181,7 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Mail, Dead
         self._last_cycle_seconds = 0.0
         self._db_down = False
         self._explained: dict[str, tuple[int, dict]] = {}
+        self.dry_runs: dict[str, float] = {}     # caller -> when their last dry run began (api_workloads.py)
         self._group_commit = GroupCommit(self)
         self._groups: dict[str, tuple[float, set[str]]] = {}
         self._changed = asyncio.Event()

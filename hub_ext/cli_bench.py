@@ -1,4 +1,4 @@
-"""``computehub bench <scale|api|replay|replay-grid|slurm|array-ops|panel|mail|spawn|history>``: run one
+"""``computehub bench <scale|api|replay|replay-grid|slurm|array-ops|what-if|panel|mail|spawn|history>``: run one
 benchmark of bench/.
 
 Each benchmark is a script in the repository's ``bench/`` folder (benchmarks are not
@@ -24,8 +24,10 @@ BENCHMARKS = {
     "replay-grid": ("replay_grid.py", "the replay's targets for the default under 5 team splits and "
                                       "over-estimates at once, beside a variant's"),
     "slurm": ("slurm.py", "end-to-end job throughput against Slurm on this machine"),
-    "array-ops": ("array_ops.py", "release, hold and cancel of a 1,000-task job array: one request, one per "
-                                  "task, and Slurm's"),
+    "array-ops": ("array_ops.py", "release, update, hold and cancel of a 1,000-task job array: one request, "
+                                  "one per task, and Slurm's"),
+    "what-if": ("what_if.py", "a dry run of a change (update --test-only) beside the position query, "
+                              "10,000 pending"),
     "panel": ("panel_poll.py", "one look of the JupyterLab panel with a 1,000-task job array waiting"),
     "mail": ("mail_rounds.py", "the mailer's rounds over 1,000 ended jobs: each asking for mail, and none"),
     "spawn": ("spawn_queue.py", "time the queue adds to a notebook spawn"),

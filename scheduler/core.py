@@ -371,8 +371,9 @@ class Scheduler(DurableMemory, Cancels, Dependencies, Holds, ArrayLimits, ArrayA
 
         return explain(self, self.get(workload_id), self._now(now))
 
-    def preview_update(self, workload_id: str, changes: dict, now=None) -> tuple[Workload, dict, dict]:
-        """What ``update`` would make of it, and its explanation now and then; nothing changes."""
+    def preview_update(self, workload_id: str, changes: dict, now=None, explained=None) -> tuple[Workload, dict, dict]:
+        """What ``update`` would make of it, and its explanation now and then; nothing changes
+        (``what_if.preview``)."""
         from .what_if import preview
 
-        return preview(self, workload_id, changes, self._now(now))
+        return preview(self, workload_id, changes, self._now(now), explained)

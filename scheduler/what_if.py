@@ -19,9 +19,11 @@ from .updates import asks_more
 RELEASED = "if released now"
 
 
-def preview(sched, workload_id: str, changes: dict, now: float) -> tuple[Workload, dict, dict]:
+def preview(sched, workload_id: str, changes: dict, now: float, explained=None) -> tuple[Workload, dict, dict]:
     """(the workload as the change would make it, its explanation now, its explanation then).
-    Any time limit may be tried (only making it needs an admin for more time)."""
+    Any time limit may be tried (only making it needs an admin for more time). ``explained(w)``:
+    its explanation now, if the caller keeps one (the service's, made once a cycle): one
+    simulation instead of two."""
     w = sched.get(workload_id)
     fields = sched.checked_update(w, changes, admin=True)
     then = _copy(w)
@@ -30,7 +32,7 @@ def preview(sched, workload_id: str, changes: dict, now: float) -> tuple[Workloa
     if asks_more(w, fields):
         then.eligible_at = now
     if w.state == PENDING:
-        return then, explain(sched, w, now), standing(sched, then, now)
+        return then, (explained or (lambda x: explain(sched, x, now)))(w), standing(sched, then, now)
     if w.state == HELD and not w.after:         # held by hand: as if released now, both ways
         return then, standing(sched, _released(w, now), now, RELEASED), \
             standing(sched, _released(then, now), now, RELEASED)

@@ -198,3 +198,17 @@ def test_bench_errors_are_one_line(args, words):
     assert "Traceback" not in text
     for w in words:
         assert w in text
+
+
+def test_bench_what_if_through_the_cli(tmp_path):
+    """A short run of bench/what_if.py: each way timed for jobs at three places in the line."""
+    out = tmp_path / "what_if.json"
+    r = subprocess.run([computehub(), "bench", "what-if", "--nodes", "20", "--pending", "60", "--repeat", "1",
+                        "--json", str(out)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-3000:]
+    data = json.loads(out.read_text())
+    assert list(data["rows"]) == ["front", "a quarter down", "halfway"]
+    assert data["rows"]["front"]["position"] < data["rows"]["halfway"]["position"] <= data["pending"]
+    assert all(row[way] > 0 for row in data["rows"].values() for way in
+               ("position query", "dry run (kept explanation)", "dry run (both simulated)"))
+    assert "dry run / query" in r.stdout

@@ -6,6 +6,7 @@ array at once, the approval threshold, and bad input refused in one line, nothin
 from __future__ import annotations
 
 import json
+import time
 
 from test_cli_client import admitted, cli, ok, one_line_error, submit, submitted  # noqa: F401
 
@@ -85,6 +86,9 @@ def test_a_change_is_tried_first_with_test_only(hub, submitted):  # noqa: F811
                           "(now: #1 in line, starts in "), out
     assert out.rstrip().endswith("); nothing changed"), out
     assert _get(hub, "alice", w["id"])["workers"] == 2            # tried, not made
+    r = hub.call("PATCH", f"/workloads/{w['id']}?dry_run=true", hub.tokens["alice"], json={"time_limit": 99999})
+    assert r.status_code == 429 and "one dry run a second for each caller" in r.json()["message"], r.text
+    time.sleep(1.05)                                              # each is a simulation: one a second each
     r = hub.call("PATCH", f"/workloads/{w['id']}?dry_run=true", hub.tokens["alice"], json={"time_limit": 99999})
     assert r.status_code == 200 and r.json()["dry_run"] is True and r.json()["time_limit"] == 99999
     assert r.json()["explanation_before"]["position"] == 1
