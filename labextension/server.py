@@ -109,7 +109,6 @@ class WorkloadHandler(_Base):
             return self.fail(e)
         self.finish(json.dumps(w))
 
-
     @web.authenticated
     async def patch(self, wid):
         """``{"resources": {"gpu": N}, "time_limit": S}``: the panel's Change… form; ``?dry_run=true``

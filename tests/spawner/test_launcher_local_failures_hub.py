@@ -102,6 +102,18 @@ def test_a_job_that_ignores_sigterm_past_its_time_limit(lhub):
                                   "SIGTERM: killed (SIGKILL)"), w["reason"]
 
 
+def test_a_running_job_whose_owner_shortens_its_limit_is_stopped_at_the_new_one(lhub):
+    """`computehub update ID --time 2s` on running work: the launcher reads the new limit at its next
+    look and stops the job there (scheduler/updates.py; docs/cli.md, "Changing waiting work")."""
+    hub, work = lhub
+    w = submit(hub, "alice", "echo working; exec sleep 120", work, time_limit=3600)
+    wait_for("it to run", lambda: state_is(hub, w["id"], "running"), 60)
+    out = cli(hub, "alice", "update", w["id"], "--time", "2")
+    assert out.split()[:2] == [w["id"], "running"] and "limit 2 s" in out, out
+    w = wait_for("it to be stopped", lambda: state_is(hub, w["id"], "failed"), 60)
+    assert w["exit_code"] == 124 and w["reason"].startswith("exceeded its time limit of 2 s"), w
+
+
 def test_a_daemon_that_covered_its_tracks_is_stopped_and_its_gpus_come_back(lhub):
     """A job whose daemon left its session and cleared its environment (test_launch_local_escapes.py
     has the backend's cases): the service hears that it was stopped, and the GPUs are free again
