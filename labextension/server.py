@@ -112,14 +112,17 @@ class WorkloadHandler(_Base):
     @web.authenticated
     async def patch(self, wid):
         """``{"resources": {"gpu": N}, "time_limit": S}``: the panel's Change… form; ``?dry_run=true``
-        only asks where it would stand (the service checks the rest, as for the CLI)."""
-        dry = self.get_query_argument("dry_run", "false")
-        if dry not in ("true", "false"):
+        only asks where it would stand, ``?tasks=all`` changes every waiting task of its job array (the
+        service checks the rest, as for the CLI)."""
+        dry, tasks = self.get_query_argument("dry_run", "false"), self.get_query_argument("tasks", "one")
+        if dry not in ("true", "false") or tasks not in ("one", "all"):
             self.set_status(400)
-            return self.finish(json.dumps({"error": "invalid", "message": "dry_run is true or false"}))
+            return self.finish(json.dumps({"error": "invalid", "message": "dry_run is true or false, tasks one "
+                                                                          "or all"}))
+        query = {k: v for k, v in (("dry_run", dry), ("tasks", tasks)) if v not in ("false", "one")}
         await self.forward(wid, "", lambda body: bool(body) and not set(body) - {"resources", "time_limit"},
                            '{"resources": {"gpu": N}} and/or {"time_limit": SECONDS}', method="PATCH",
-                           query={"dry_run": "true"} if dry == "true" else None)
+                           query=query or None)
 
 
 class HoldHandler(_Base):

@@ -47,12 +47,13 @@ export const arrayAction = (id: string, action: 'cancel' | 'hold' | 'release', s
     method: 'POST',
     body: JSON.stringify({ action, states })
   });
-/** Change one of my waiting workloads (`PATCH`), or with `dryRun` only ask where it would stand. */
-export const changeWorkload = (id: string, changes: object, dryRun: boolean) =>
-  requestAPI<ChangeAnswer>(`workloads/${encodeURIComponent(id)}${dryRun ? '?dry_run=true' : ''}`, {
-    method: 'PATCH',
-    body: JSON.stringify(changes)
-  });
+/** Change one of my waiting workloads (`PATCH`; `wholeArray`: every waiting task of its job array),
+ * or with `dryRun` only ask where it would stand. */
+export const changeWorkload = (id: string, changes: object, dryRun: boolean, wholeArray: boolean) =>
+  requestAPI<ChangeAnswer>(
+    `workloads/${encodeURIComponent(id)}${dryRun ? '?dry_run=true' : wholeArray ? '?tasks=all' : ''}`,
+    { method: 'PATCH', body: JSON.stringify(changes) }
+  );
 /** What one of my live workloads (a job array's: the whole array) mails me about from now on. */
 export const setMail = (id: string, mail: string[]) =>
   requestAPI<unknown>(`workloads/${encodeURIComponent(id)}/mail`, { method: 'POST', body: JSON.stringify({ mail }) });

@@ -8,7 +8,7 @@
 import { ApiError } from './apierror';
 import { el } from './dom';
 import { Workload, formatEta } from './model';
-import { workloadName } from './arrays';
+import { taskIds, workloadName } from './arrays';
 
 /** What the service answers to a change (``PATCH workloads/{id}``, ``dry_run``: only tried). */
 export interface ChangeAnswer extends Workload {
@@ -16,7 +16,8 @@ export interface ChangeAnswer extends Workload {
   explanation_before?: Workload['explanation'];
 }
 
-export type ChangeCall = (id: string, changes: object, dryRun: boolean) => Promise<ChangeAnswer>;
+/** ``wholeArray``: every waiting task of the job array ``id`` belongs to (a row of its tasks). */
+export type ChangeCall = (id: string, changes: object, dryRun: boolean, wholeArray: boolean) => Promise<ChangeAnswer>;
 
 const UNITS: { [unit: string]: number } = { s: 1, m: 60, h: 3600, d: 86400 };
 
@@ -127,7 +128,8 @@ export class ChangeForm {
   /** Show the form for waiting job `w`, its fields as the job is now, the keyboard on the first. */
   open(w: Workload): void {
     this.workload = w;
-    this.title.textContent = `Change ${workloadName(w)}`;
+    const tasks = taskIds(w).length;
+    this.title.textContent = `Change ${workloadName(w)}${tasks > 1 ? ' (every waiting task of its array)' : ''}`;
     this.gpus.value = String(w.resources?.gpu ?? 0);
     this.limit.value = formatDuration(w.time_limit);
     this.status.textContent = 'Try a change to see when it would start; Apply makes it.';
@@ -155,10 +157,11 @@ export class ChangeForm {
       return;
     }
     try {
-      const answer = await this.call(w.id, changes, dryRun);
+      const whole = taskIds(w).length > 1;
+      const answer = await this.call(w.id, changes, dryRun, whole && !dryRun); // a try: its first task
       if (dryRun) {
         this.status.textContent =
-          `With the change: ${standing(answer.explanation)} ` +
+          `With the change${whole ? ' (its first task)' : ''}: ${standing(answer.explanation)} ` +
           `(now: ${standing(answer.explanation_before)}). Nothing changed yet.`;
         return;
       }

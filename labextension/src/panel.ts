@@ -341,9 +341,9 @@ export class ComputeHubPanel extends Widget {
   }
 }
 
-/** A single job waiting in line or held (not a notebook's spawn, not a row of an array's tasks). */
+/** A job waiting in line or held, or a row of an array's waiting tasks (not a notebook's spawn). */
 function changeable(w: Workload): boolean {
-  return ['pending', 'held'].includes(w.state) && w.kind !== 'notebook' && !(w.array && taskIds(w).length > 1);
+  return ['pending', 'held'].includes(w.state) && w.kind !== 'notebook';
 }
 
 /** ``action`` on what a row stands for: a row of a job array's waiting tasks in one request (the

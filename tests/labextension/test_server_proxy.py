@@ -180,7 +180,8 @@ async def test_change_one_of_mine_after_trying_it(jp_fetch, hub):
     code, body = await fetch(jp_fetch, "workloads", w["id"], method="PATCH", body=json.dumps({"time_limit": 3600}))
     assert code == 403 and "only an admin may give workload" in body["message"], body
     for query, payload, words in (({}, {"queue": "nlp"}, "send {"), ({}, {}, "send {"),
-                                  ({"dry_run": "maybe"}, {"time_limit": 60}, "dry_run is true or false")):
+                                  ({"dry_run": "maybe"}, {"time_limit": 60}, "dry_run is true or false"),
+                                  ({"tasks": "some"}, {"time_limit": 60}, "tasks one or all")):
         code, body = await fetch(jp_fetch, "workloads", w["id"], method="PATCH", params=query,
                                  body=json.dumps(payload))
         assert code == 400 and words in body["message"], body          # only what the form sends
