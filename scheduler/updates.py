@@ -37,7 +37,7 @@ SHOWN = ("name", "request", "workers", "gpu_model", "time_limit", "checkpoint_ev
 
 class Updates:
     """The part of ``Scheduler`` that changes accepted work. Needs ``get``, ``state``, ``store``,
-    ``_now``, ``_tx``, ``_event``, ``_needs_approval``, ``waits_for`` and ``array_tasks``."""
+    ``_now``, ``_tx``, ``_needs_approval``, ``waits_for`` and ``array_tasks``."""
 
     def update(self, workload_id: str, changes: dict, now=None, actor: str = "", admin: bool = False) -> Workload:
         """Change ``workload_id`` as ``changes`` says (module docstring). ``admin``: the caller may
