@@ -4,8 +4,9 @@ the position query a waiting job already makes (``GET workloads/{id}``: its plac
     computehub bench what-if                              # 1,000 nodes, 10,000 pending (~1 minute)
     computehub bench what-if --nodes 100 --pending 1000 --repeat 3
 
-Both are simulations of the line ahead (scheduler/explain.py, scheduler/what_if.py), run on the
-service's event loop, so their cost is what a user's Try costs everyone else. In-process, on
+Both are simulations of the line ahead (scheduler/explain.py, scheduler/what_if.py), made in the
+service's worker thread (hub_ext/estimates.py), so their cost is the core a user's Try takes
+from everyone else (what they cost the event loop: bench/loop_lag.py). In-process, on
 bench/scale.py's cluster and workload mix (8 teams, quotas and fair share on), after a few
 cycles: for a job near the front of the line, one a quarter down and one halfway, the median
 of each way, alternating: the explanation (``explain``), a dry run whose explanation of now is
@@ -49,7 +50,7 @@ def measure(nodes: int, pending: int, repeat: int) -> dict:
         kept = explain(s, w, now)
         change = {"time_limit": max(60.0, (w.time_limit or 3600.0) / 2)}
         calls = {WAYS[0]: lambda: explain(s, w, now),
-                 WAYS[1]: lambda: s.preview_update(w.id, change, now=now, explained=lambda _: kept),
+                 WAYS[1]: lambda: s.preview_update(w.id, change, now=now, explained=kept),
                  WAYS[2]: lambda: s.preview_update(w.id, change, now=now)}
         times: dict[str, list[float]] = {k: [] for k in WAYS}
         for _ in range(repeat):

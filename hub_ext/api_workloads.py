@@ -8,6 +8,7 @@ import time
 
 from scheduler import NotFound, ValidationError
 from scheduler.model import HOLDING, KINDS, LIVE, PENDING, TERMINAL, run_label
+from scheduler.what_if import preview_steps
 
 from . import views
 from .base import APIError, BaseHandler
@@ -123,7 +124,7 @@ class WorkloadHandler(_OneWorkload):
             w = await self._until_state_leaves(w, seen or w.state, min(wait, self.service.long_poll_max))
         d = with_report_token(views.workload(w, self.service.positions), w, caller, self.service)
         if w.state not in TERMINAL:
-            ex = d["explanation"] = self.service.explanation(w)     # computed once per cycle
+            ex = d["explanation"] = await self.service.explanation(w)     # made once a cycle, off the loop
             if w.state == PENDING and "position" not in d and "position" in ex:
                 # Submitted since the last cycle: its position comes from the explanation.
                 d["position"], d["position_in_queue"] = ex["position"], ex["position_in_queue"]
@@ -167,14 +168,17 @@ class WorkloadHandler(_OneWorkload):
                                              "priority": changes.get("priority", w.priority)})
         sched, who = self.service.sched, dict(actor=caller.name, admin=caller.is_admin)
         if dry_run == "true":
-            # Each is a simulation of the line ahead on the service's loop (~0.4 s deep in a line of
-            # 15,000: bench/what_if.py): one caller gets one a second, whatever they try.
+            # Each is a simulation of the line ahead (~0.4 s of the worker thread's core deep in a line
+            # of 15,000: bench/what_if.py): one caller gets one a second, whatever they try.
             last, at = self.service.dry_runs.get(caller.name, float("-inf")), time.monotonic()
             if at - last < DRY_RUN_GAP:
                 raise APIError(429, "too_many_requests", "one dry run a second for each caller (each simulates "
                                                          "the line ahead): try it again in a moment")
             self.service.dry_runs[caller.name] = at
-            then, before, after = sched.preview_update(w.id, changes, explained=self.service.explanation)
+            sched.checked_update(w, changes, admin=True)        # a refused change costs no estimate
+            kept = await self.service.explanation(w) if w.state == PENDING else None
+            then, before, after = await self.service.estimates.settle(
+                preview_steps(sched, w.id, changes, sched.clock(), kept))
             return self.write_json({**views.workload(then), "dry_run": True, "explanation": after,
                                     "explanation_before": before})
         changed = sched.update_array(w.id, changes, **who) if tasks == "all" else [sched.update(w.id, changes, **who)]

@@ -34,6 +34,7 @@ from . import api_workloads as W
 from . import usage as U
 from .audit import AuditEmitter
 from .deadlines import Deadlines
+from .estimates import Estimates
 from .api_serve import ServeHandler
 from .app_config import ServiceConfig
 from .group_commit import GroupCommit
@@ -180,7 +181,7 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Mail, Dead
         self._last_cycle = 0.0
         self._last_cycle_seconds = 0.0
         self._db_down = False
-        self._explained: dict[str, tuple[int, dict]] = {}
+        self.estimates = Estimates(self)
         self.dry_runs: dict[str, float] = {}     # caller -> when their last dry run began (api_workloads.py)
         self._group_commit = GroupCommit(self)
         self._groups: dict[str, tuple[float, set[str]]] = {}
@@ -258,17 +259,13 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Mail, Dead
     def next_change(self):
         return asyncio.ensure_future(self._changed.wait())
 
-    def explanation(self, w) -> dict:
-        """Explanations are simulations: computed at most once per cycle per workload."""
-        hit = self._explained.get(w.id)
-        if hit and hit[0] == self.cycles:
-            return hit[1]
-        e = self.sched.explain(w.id)
-        self._explained[w.id] = (self.cycles, e)
-        return e
+    async def explanation(self, w) -> dict:
+        """Explanations are simulations: made at most once per cycle per workload, off the
+        event loop (estimates.py)."""
+        return await self.estimates.explanation(w)
 
-    def snapshot_for(self, caller, user: str | None = None) -> list[dict]:
-        return snapshot(self, user or caller.name)
+    async def snapshot_for(self, caller, user: str | None = None) -> list[dict]:
+        return await snapshot(self, user or caller.name)
 
     # --- the scheduling loop ----------------------------------------------------------
 
@@ -300,7 +297,7 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Mail, Dead
             per_queue[q] = per_queue.get(q, 0) + 1
             positions[wid] = (n, per_queue[q])
         self.positions = positions
-        self._explained = {}
+        self.estimates.new_cycle()
         self.audit.emit_new(self.sched.store)
         self._notify()
 
@@ -371,6 +368,7 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Mail, Dead
         server.stop()
         for task in tasks:
             task.cancel()
+        self.estimates.close()
         self.sched.store.close()
 
 

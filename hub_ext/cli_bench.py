@@ -1,4 +1,4 @@
-"""``computehub bench <scale|api|replay|replay-grid|slurm|array-ops|what-if|panel|mail|spawn|history>``: run one
+"""``computehub bench <scale|api|replay|replay-grid|slurm|array-ops|what-if|loop-lag|panel|mail|spawn|history>``: run one
 benchmark of bench/.
 
 Each benchmark is a script in the repository's ``bench/`` folder (benchmarks are not
@@ -28,6 +28,8 @@ BENCHMARKS = {
                                   "one per task, and Slurm's"),
     "what-if": ("what_if.py", "a dry run of a change (update --test-only) beside the position query, "
                               "10,000 pending"),
+    "loop-lag": ("loop_lag.py", "how long the service's event loop stalls while it answers a position query "
+                                "deep in 10,000 pending: its estimate on the loop, and in the worker thread"),
     "panel": ("panel_poll.py", "one look of the JupyterLab panel with a 1,000-task job array waiting"),
     "mail": ("mail_rounds.py", "the mailer's rounds over 1,000 ended jobs: each asking for mail, and none"),
     "spawn": ("spawn_queue.py", "time the queue adds to a notebook spawn"),

@@ -22,6 +22,7 @@ from .scopes import ADMIN, READ_METRICS
 
 WAIT_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400, float("inf"))
 CYCLE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, float("inf"))
+ESTIMATE_BUCKETS = CYCLE_BUCKETS[:-1] + (5.0, 10.0, 30.0, float("inf"))
 # The 503s the service answers when what it depends on is away (errors the caller should retry).
 UNAVAILABLE = ("database_unavailable", "hub_unavailable")
 # Why a scheduling cycle failed: the database did not answer (it retries every cycle), another
@@ -39,6 +40,10 @@ class Metrics:
         self.queue_wait = Histogram("computehub_queue_wait_seconds", "Time from entering the queue (submission "
                                     "or the last requeue) to admission",
                                     ["queue"], buckets=WAIT_BUCKETS, registry=self.registry)
+        self.estimate = Histogram(
+            "computehub_start_estimate_duration_seconds", "Duration of one start estimate (a simulation of the "
+            "line ahead, made in the service's worker thread for an explanation or a dry run)",
+            buckets=ESTIMATE_BUCKETS, registry=self.registry)
         self.cycle = Histogram("computehub_scheduling_cycle_duration_seconds", "Duration of a scheduling cycle",
                                buckets=CYCLE_BUCKETS, registry=self.registry)
         self.preemptions = Counter("computehub_preemptions", "Workloads preempted", ["queue"],

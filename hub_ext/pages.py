@@ -216,7 +216,7 @@ class LandingPage(PageHandler):
     async def get(self):
         caller = self.caller
         svc = self.service
-        mine = array_rows(svc.snapshot_for(caller)) if caller.kind == "user" else []
+        mine = array_rows(await svc.snapshot_for(caller)) if caller.kind == "user" else []
         try:        # the latest few that ended, from the database: the page still shows the rest without it
             ended = [views.workload(w) for w in svc.sched.store.get_workloads(
                 user=caller.name, states=TERMINAL, newest_first=True, limit=RECENT_ENDED)] \
@@ -236,18 +236,19 @@ class AdminPage(PageHandler):
         caller = self.caller
         if not caller.is_admin:
             raise APIError(403, "forbidden", NEED_ADMIN)
+        ctx = await self.context()         # first: it may wait for start estimates (estimates.py)
         st = self.service.sched.state
         self.render(self.template, me=caller, pending_count=len(st.pending),
-                    approvals_count=len(self.service.sched.approvals()), **self.context())
+                    approvals_count=len(self.service.sched.approvals()), **ctx)
 
-    def context(self) -> dict:
+    async def context(self) -> dict:
         return {}
 
 
 class QueuesPage(AdminPage):
     template, active = "admin_queues.html", "admin/"
 
-    def context(self):
+    async def context(self):
         sched = self.service.sched
         tree = sched.state.tree
         per_queue = counts(sched)
@@ -267,7 +268,7 @@ class QueuesPage(AdminPage):
 class NodesPage(AdminPage):
     template, active = "admin_nodes.html", "admin/nodes"
 
-    def context(self):
+    async def context(self):
         st = self.service.sched.state
         return {"nodes": [views.node(n, st.holders_on(name)) for name, n in sorted(st.inventory.nodes.items())]}
 
@@ -275,7 +276,7 @@ class NodesPage(AdminPage):
 class PendingPage(AdminPage):
     template, active = "admin_pending.html", "admin/pending"
 
-    def context(self):
+    async def context(self):
         svc = self.service
         sched = svc.sched
         positions = svc.positions
@@ -285,7 +286,7 @@ class PendingPage(AdminPage):
         rows = array_rows([views.workload(w, positions) for w in pending])
         for i, d in enumerate(rows):          # a row of an array's tasks: its first one's reason and ETA
             w = by_id[d["id"]]
-            e = svc.explanation(w) if i < EXPLAIN_MAX else brief(svc, w)
+            e = await svc.explanation(w) if i < EXPLAIN_MAX else brief(svc, w)
             d.update(reason=e.get("reason"), eta_seconds=e.get("eta_seconds"), eta_reason=e.get("eta_reason"),
                      eta_earliest=e.get("eta_earliest", False))
         # Held work is out of line (no position): what keeps it back, said apart.
@@ -298,7 +299,7 @@ class PendingPage(AdminPage):
 class ApprovalsPage(AdminPage):
     template, active = "admin_approvals.html", "admin/approvals"
 
-    def context(self):
+    async def context(self):
         return {"rows": array_rows([views.workload(w) for w in self.service.sched.approvals()])}
 
 
@@ -318,7 +319,7 @@ def array_rows(items: list[dict]) -> list[dict]:
 class AuditPage(AdminPage):
     template, active = "admin_audit.html", "admin/audit"
 
-    def context(self):
+    async def context(self):
         store = self.service.sched.store
         last = store.last_event_id()
         events = store.get_events(after_id=max(0, last - AUDIT_ROWS))[-AUDIT_ROWS:]

@@ -1,8 +1,8 @@
 """One user's work at a glance (the event stream, the landing page): each workload's state, and
 for waiting work its position, why it waits and when it should start.
 
-A start estimate is a simulation of everything ahead in line (tens of milliseconds for work
-deep in it), so only the first of a job array's waiting tasks gets one (the others wait behind
+A start estimate is a simulation of everything ahead in line (up to a second for work deep in a
+long line, in the service's worker thread: estimates.py), so only the first of a job array's waiting tasks gets one (the others wait behind
 it), and at most ``EXPLAIN_MAX`` workloads a look; the rest get their position and the last
 cycle's reason (``brief``). The admin's Pending page explains its first lines the same way.
 """
@@ -16,7 +16,7 @@ KEYS = ("position", "position_in_queue", "pending", "reason", "eta", "eta_second
 NOT_ESTIMATED = "not estimated for work this far down the line"
 
 
-def snapshot(svc, user: str) -> list[dict]:
+async def snapshot(svc, user: str) -> list[dict]:
     sched = svc.sched
     out, explained, arrays = [], 0, set()
     for w in sched.workloads(user=user):
@@ -29,7 +29,7 @@ def snapshot(svc, user: str) -> list[dict]:
                 arrays.add(w.array["id"])
             if first and explained < EXPLAIN_MAX:
                 explained += 1
-                e = svc.explanation(w)
+                e = await svc.explanation(w)
                 d.update({k: e.get(k) for k in KEYS})
             else:
                 d.update(brief(svc, w))

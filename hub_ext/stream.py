@@ -29,7 +29,7 @@ class EventsHandler(BaseHandler):
         try:
             while not self._closed and not svc.stopping:
                 changed = svc.next_change()
-                snap = svc.snapshot_for(caller)
+                snap = await svc.snapshot_for(caller)
                 if snap != last:
                     self.write(f"event: workloads\ndata: {json.dumps(snap)}\n\n")
                     last = snap

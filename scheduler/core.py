@@ -371,7 +371,8 @@ class Scheduler(DurableMemory, Cancels, Dependencies, Holds, ArrayLimits, ArrayA
 
         return explain(self, self.get(workload_id), self._now(now))
 
-    def preview_update(self, workload_id: str, changes: dict, now=None, explained=None) -> tuple[Workload, dict, dict]:
+    def preview_update(self, workload_id: str, changes: dict, now=None,
+                       explained: dict | None = None) -> tuple[Workload, dict, dict]:
         """What ``update`` would make of it, and its explanation now and then; nothing changes
         (``what_if.preview``)."""
         from .what_if import preview

@@ -1,9 +1,9 @@
 """Where every pending workload explains itself: position, ETA and reason.
 
 Position comes from the engine's order (in its queue and overall). The ETA
-is a forward simulation with the same engine on a copy of the state: running
-work ends at its declared run-time limit, pending work ahead is admitted as
-the engine would (Slurm's ``squeue --start``). Work without a declared limit
+is a forward simulation with the same engine on a copy of the state
+(estimate.py: running work ends at its declared run-time limit, pending work
+ahead is admitted as the engine would). Work without a declared limit
 makes the ETA unknown, and the explanation says so plainly. Work that would
 start on borrowed GPUs (beyond its queue's guarantee) gets its ETA as a lower
 bound (``eta_earliest``): whatever other queues are owed and submit meanwhile
@@ -12,17 +12,10 @@ goes first, and the simulation cannot know of it.
 
 from __future__ import annotations
 
-import copy
-
-from . import preemption
-from .backfill import expected_end
 from .blockers import CAPACITY, NO_NODE, RESERVED, Blocker
-from .engine import Engine
-from .model import HELD, PENDING, TERMINAL, Workload
+from .estimate import Estimate, Steps, settle
+from .model import HELD, PENDING, Workload
 from .resources import GPU, fmt_amount
-from .state import ClusterState
-
-MAX_STEPS = 500
 
 
 def positions(order: list[Workload], w: Workload) -> tuple[int, int, int, int]:
@@ -34,6 +27,12 @@ def positions(order: list[Workload], w: Workload) -> tuple[int, int, int, int]:
 
 
 def explain(sched, w: Workload, now: float) -> dict:
+    return settle(explain_steps(sched, w, now))
+
+
+def explain_steps(sched, w: Workload, now: float) -> Steps:
+    """``explain`` as a generator of the one estimate it needs (estimate.py), its explanation
+    returned: the service runs the estimate away from its event loop."""
     out = {"id": w.id, "state": w.state, "queue": w.queue, "priority": w.priority}
     if w.state == HELD:
         out["reason"] = sched.waits_for(w)
@@ -49,7 +48,7 @@ def explain(sched, w: Workload, now: float) -> dict:
         # rule that holds it back is the more useful thing to say.
         blocker = sched.engine._quota(w) or blocker
     out.update(position_in_queue=qpos, queue_length=qlen, position=pos, pending=total)
-    eta, why, first_blocker, borrows = estimate_start(sched, w, now, order)
+    eta, why, first_blocker, borrows = yield Estimate(sched, w, now, order)
     # Work submitted since the last cycle has no verdict of its own yet: the simulation's
     # first cycle (the same engine, now) says what would hold it back.
     blocker = blocker or first_blocker
@@ -103,69 +102,3 @@ def _held_until(sched, w: Workload) -> str:
     wait = after - w.eligible_since
     span = f"{wait / 60:.0f} min" if wait < 7200 else f"{wait / 3600:.3g} h"
     return f" (none are held for it until it has waited {span})"
-
-
-def estimate_start(sched, target: Workload, now: float,
-                   order=None) -> tuple[float | None, str, Blocker | None, bool]:
-    """Simulate forward until ``target`` is admitted: (time, how the estimate was made,
-    what held it back in the first simulated cycle, if anything, whether it would start
-    on borrowed capacity)."""
-    st = sched.state
-    order = sched.engine.order() if order is None else order
-    ids = [w.id for w in order]
-    if target.id not in ids:
-        return None, "not pending", None, False
-    ahead = order[: ids.index(target.id) + 1]
-    clone = ClusterState(list(st.tree.specs.values()), list(st.classes.values()),
-                         [n.spec for n in st.inventory.nodes.values()])
-    copies: dict[str, Workload] = {}
-    for w in list(st.holding.values()) + ahead:
-        c = copy.copy(w)
-        c.placement = list(w.placement)
-        c.metadata = dict(w.metadata)
-        copies[c.id] = c
-        clone.add(c)
-    cfg = sched.config.copy(release_on_preempt=True)
-    eng = Engine(clone, cfg)
-    eng.fairshare.load(sched.engine.fairshare.time, sched.engine.fairshare.usage)
-    t, first, woke = now, None, False
-    delay = cfg.preemption_delay
-    delay_ends = target.eligible_since + delay if delay else None    # it may preempt from then on
-    for step in range(MAX_STEPS):
-        res = eng.cycle(t)
-        if step == 0:
-            first = res.blockers.get(target.id)
-        me = copies[target.id]
-        if me.state != PENDING:
-            borrows = clone.tree.borrowing(me.queue, me.total)
-            swapped = [v for v, by in res.preempted if by is me and v.queue == me.queue]
-            if t == now:
-                why = "now"
-            elif woke and t == delay_ends and res.preempted:
-                why = f"once it has waited {delay:g} s (the preemption delay), by preempting running work"
-            elif woke and swapped:
-                why = (f"when {me.queue} workload {swapped[0].id}, which declares much more time left, "
-                       "has saved its next checkpoint and gives way")
-            else:
-                why = "if running work ends at its declared time limit"
-            return t, why, first, borrows
-        ends = [(e, v) for v in clone.holding.values() if (e := expected_end(v, t)) is not None]
-        if not ends:
-            unknown = len(clone.holding)
-            return None, (f"unknown: {unknown} running workload(s) ahead declare no run-time limit"
-                          if unknown else "unknown: nothing running frees what it needs"), first, False
-        nxt = min(e for e, _ in ends)
-        woke = res.wake_at is not None and t < res.wake_at < nxt
-        if woke:
-            t = res.wake_at         # a swap waits for its victim's checkpoint (or the delay), nothing ends first
-            if t != delay_ends:
-                for v in clone.holding.values():
-                    preemption.assume_saved(v, clone.classes[v.priority], t)
-            continue
-        t = nxt
-        for e, v in ends:
-            if e <= t:
-                clone.release(v)
-                v.state = TERMINAL[0]
-                clone.workloads.pop(v.id, None)
-    return None, f"beyond the next {MAX_STEPS} completions", first, False

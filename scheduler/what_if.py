@@ -12,18 +12,26 @@ from __future__ import annotations
 
 import copy
 
-from .explain import estimate_start, explain, positions
+from .estimate import Estimate, Steps, settle
+from .explain import explain_steps, positions
 from .model import HELD, PENDING, Workload
 from .updates import asks_more
 
 RELEASED = "if released now"
 
 
-def preview(sched, workload_id: str, changes: dict, now: float, explained=None) -> tuple[Workload, dict, dict]:
+def preview(sched, workload_id: str, changes: dict, now: float, explained: dict | None = None
+            ) -> tuple[Workload, dict, dict]:
     """(the workload as the change would make it, its explanation now, its explanation then).
-    Any time limit may be tried (only making it needs an admin for more time). ``explained(w)``:
+    Any time limit may be tried (only making it needs an admin for more time). ``explained``:
     its explanation now, if the caller keeps one (the service's, made once a cycle): one
     simulation instead of two."""
+    return settle(preview_steps(sched, workload_id, changes, now, explained))
+
+
+def preview_steps(sched, workload_id: str, changes: dict, now: float, explained: dict | None = None) -> Steps:
+    """``preview`` as a generator of the estimates it needs (estimate.py): a refused change is
+    refused before any."""
     w = sched.get(workload_id)
     fields = sched.checked_update(w, changes, admin=True)
     then = _copy(w)
@@ -32,20 +40,25 @@ def preview(sched, workload_id: str, changes: dict, now: float, explained=None) 
     if asks_more(w, fields):
         then.eligible_at = now
     if w.state == PENDING:
-        return then, (explained or (lambda x: explain(sched, x, now)))(w), standing(sched, then, now)
+        before = explained if explained is not None else (yield from explain_steps(sched, w, now))
+        return then, before, (yield from standing_steps(sched, then, now))
     if w.state == HELD and not w.after:         # held by hand: as if released now, both ways
-        return then, standing(sched, _released(w, now), now, RELEASED), \
-            standing(sched, _released(then, now), now, RELEASED)
-    return then, explain(sched, w, now), {
+        before = yield from standing_steps(sched, _released(w, now), now, RELEASED)
+        return then, before, (yield from standing_steps(sched, _released(then, now), now, RELEASED))
+    return then, (yield from explain_steps(sched, w, now)), {
         "id": w.id, "state": w.state,
         "reason": "only work in line (pending, or held by a hold alone) has a place and a start estimate to compare"}
 
 
 def standing(sched, w: Workload, now: float, note: str = "") -> dict:
     """Where pending ``w`` (a copy, not in the scheduler's line) would stand in it now."""
+    return settle(standing_steps(sched, w, now, note))
+
+
+def standing_steps(sched, w: Workload, now: float, note: str = "") -> Steps:
     order = sched.engine.order({**sched.state.pending, w.id: w})
     qpos, qlen, pos, total = positions(order, w)
-    eta, why, blocker, borrows = estimate_start(sched, w, now, order)
+    eta, why, blocker, borrows = yield Estimate(sched, w, now, order)
     return {"id": w.id, "state": PENDING, "queue": w.queue, "priority": w.priority,
             "position_in_queue": qpos, "queue_length": qlen, "position": pos, "pending": total,
             "eta": eta, "eta_seconds": None if eta is None else max(0.0, eta - now),

@@ -200,6 +200,23 @@ def test_bench_errors_are_one_line(args, words):
         assert w in text
 
 
+def test_bench_loop_lag_through_the_cli(tmp_path):
+    """A short run of bench/loop_lag.py: both ways timed, with the loop's stalls, at three places in line."""
+    out = tmp_path / "loop_lag.json"
+    r = subprocess.run([computehub(), "bench", "loop-lag", "--nodes", "20", "--pending", "60", "--repeat", "1",
+                        "--json", str(out)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-3000:]
+    data = json.loads(out.read_text())
+    assert list(data["rows"]) == ["front", "a quarter down", "halfway"]
+    for row in data["rows"].values():
+        for way in ("on the loop (before)", "worker thread (now)"):
+            m = row[way]
+            assert m["query_ms"] > 0 and m["ticks_per_s"] > 0
+            # The query ran on the loop: it stalled at least that long (a little less: the ticker's own sleep).
+            assert way != "on the loop (before)" or m["stall_ms"] >= m["query_ms"] * 0.5
+    assert "longest stall now / before" in r.stdout
+
+
 def test_bench_what_if_through_the_cli(tmp_path):
     """A short run of bench/what_if.py: each way timed for jobs at three places in the line."""
     out = tmp_path / "what_if.json"

@@ -1,0 +1,143 @@
+"""Start estimates that can run away from the live state (Slurm's ``squeue --start``).
+
+An estimate is a forward simulation with the same engine on a copy of the state: running work
+ends at its declared run-time limit, pending work ahead is admitted as the engine would. It is
+the costly part of explaining waiting work (about a second for work deep in a line of 15,000:
+bench/loop_lag.py), so it is made in two steps: ``Estimate(...)`` copies what it needs from the
+live state (cheap; wherever the caller runs the scheduler), and ``run()`` simulates on the copy
+alone, so the service runs it in a worker thread while its event loop goes on answering
+(``hub_ext/estimates.py``).
+
+What asks for estimates (``explain.explain_steps``, ``what_if.preview_steps``) is written as a
+generator: it yields each ``Estimate`` and is sent its result. ``settle`` drives one where it
+stands; the service's driver runs each estimate in its worker thread instead. So the scheduler
+stays free of any event loop, and both give the same answers.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Generator
+from typing import Any
+
+from . import preemption
+from .backfill import expected_end
+from .blockers import Blocker
+from .engine import Engine
+from .model import PENDING, TERMINAL, Workload
+from .state import ClusterState
+
+MAX_STEPS = 500
+
+# (start time or None, how the estimate was made, what held it back in the first simulated
+# cycle, whether it would start on borrowed capacity)
+Result = tuple[float | None, str, Blocker | None, bool]
+Steps = Generator["Estimate", Result, Any]
+
+
+def settle(steps: Steps):
+    """Run a generator of estimates to its end, each estimate here and now; its return value."""
+    try:
+        est = next(steps)
+        while True:
+            est = steps.send(est.run())
+    except StopIteration as done:
+        return done.value
+
+
+def estimate_start(sched, target: Workload, now: float, order=None) -> Result:
+    """Simulate forward until ``target`` is admitted (both steps at once)."""
+    return Estimate(sched, target, now, order).run()
+
+
+class Estimate:
+    """A simulation until ``target`` is admitted, on copies made when it is made: the live state
+    may change (another cycle, a cancellation) while ``run`` goes on, and ``run`` never touches it."""
+
+    def __init__(self, sched, target: Workload, now: float, order=None):
+        st = sched.state
+        order = sched.engine.order() if order is None else order
+        ids = [w.id for w in order]
+        self.target_id, self.now = target.id, now
+        self.result: Result | None = None if target.id in ids else (None, "not pending", None, False)
+        if self.result is not None:
+            return
+        ahead = order[: ids.index(target.id) + 1]
+        # Copies only, here: building the simulated cluster from them (charging each to its
+        # nodes and queues) is left to ``run``, which may run elsewhere.
+        self.specs = ([copy.copy(q) for q in st.tree.specs.values()], [copy.copy(c) for c in st.classes.values()],
+                      [copy.copy(n.spec) for n in st.inventory.nodes.values()])
+        self.copies: dict[str, Workload] = {w.id: _copy(w) for w in list(st.holding.values()) + ahead}
+        self.cfg = sched.config.copy(release_on_preempt=True)
+        fs = sched.engine.fairshare
+        self.fairshare = (fs.time, {k: dict(v) for k, v in fs.usage.items()})
+        self.delay_ends = target.eligible_since + self.cfg.preemption_delay if self.cfg.preemption_delay else None
+
+    def run(self) -> Result:
+        """Simulate (on the copies only); once: a second call answers the same."""
+        if self.result is None:
+            self.result = self._simulate()
+        return self.result
+
+    def _simulate(self) -> Result:
+        clone = ClusterState(*self.specs)
+        for c in self.copies.values():
+            clone.add(c)
+        eng = Engine(clone, self.cfg)
+        eng.fairshare.load(*self.fairshare)
+        now, delay_ends = self.now, self.delay_ends
+        me = self.copies[self.target_id]
+        t, first, woke = now, None, False
+        for step in range(MAX_STEPS):
+            res = eng.cycle(t)
+            if step == 0:
+                first = res.blockers.get(me.id)
+            if me.state != PENDING:
+                borrows = clone.tree.borrowing(me.queue, me.total)
+                swapped = [v for v, by in res.preempted if by is me and v.queue == me.queue]
+                if t == now:
+                    why = "now"
+                elif woke and t == delay_ends and res.preempted:
+                    why = (f"once it has waited {self.cfg.preemption_delay:g} s (the preemption delay), "
+                           "by preempting running work")
+                elif woke and swapped:
+                    why = (f"when {me.queue} workload {swapped[0].id}, which declares much more time left, "
+                           "has saved its next checkpoint and gives way")
+                else:
+                    why = "if running work ends at its declared time limit"
+                return t, why, first, borrows
+            ends = [(e, v) for v in clone.holding.values() if (e := expected_end(v, t)) is not None]
+            if not ends:
+                unknown = len(clone.holding)
+                return None, (f"unknown: {unknown} running workload(s) ahead declare no run-time limit"
+                              if unknown else "unknown: nothing running frees what it needs"), first, False
+            nxt = min(e for e, _ in ends)
+            woke = res.wake_at is not None and t < res.wake_at < nxt
+            if woke:
+                t = res.wake_at         # a swap waits for its victim's checkpoint (or the delay), nothing ends first
+                if t != delay_ends:
+                    for v in clone.holding.values():
+                        preemption.assume_saved(v, clone.classes[v.priority], t)
+                continue
+            t = nxt
+            for e, v in ends:
+                if e <= t:
+                    clone.release(v)
+                    v.state = TERMINAL[0]
+                    clone.workloads.pop(v.id, None)
+        return None, f"beyond the next {MAX_STEPS} completions", first, False
+
+
+def _copy(w: Workload) -> Workload:
+    """A copy the simulation may change: what it changes in place (placement, metadata) copied
+    too. (``copy.copy`` of a slotted dataclass goes through ``__reduce_ex__``: twice as slow, over
+    thousands of workloads each time.)"""
+    c = object.__new__(Workload)
+    for name in _FIELDS:
+        setattr(c, name, getattr(w, name))
+    c.placement = list(w.placement)
+    c.metadata = dict(w.metadata)
+    return c
+
+
+_FIELDS = Workload.__slots__
