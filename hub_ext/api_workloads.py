@@ -169,13 +169,14 @@ class WorkloadHandler(_OneWorkload):
         sched, who = self.service.sched, dict(actor=caller.name, admin=caller.is_admin)
         if dry_run == "true":
             # Each is a simulation of the line ahead (~0.4 s of the worker thread's core deep in a line
-            # of 15,000: bench/what_if.py): one caller gets one a second, whatever they try.
+            # of 15,000: bench/what_if.py): one caller gets one a second, whatever they try. A change
+            # refused is refused first: it costs no simulation, and no turn.
+            sched.checked_update(w, changes, admin=True)
             last, at = self.service.dry_runs.get(caller.name, float("-inf")), time.monotonic()
             if at - last < DRY_RUN_GAP:
                 raise APIError(429, "too_many_requests", "one dry run a second for each caller (each simulates "
                                                          "the line ahead): try it again in a moment")
             self.service.dry_runs[caller.name] = at
-            sched.checked_update(w, changes, admin=True)        # a refused change costs no estimate
             kept = await self.service.explanation(w) if w.state == PENDING else None
             then, before, after = await self.service.estimates.settle(
                 preview_steps(sched, w.id, changes, sched.clock(), kept))

@@ -89,6 +89,9 @@ def test_a_change_is_tried_first_with_test_only(hub, submitted):  # noqa: F811
     r = hub.call("PATCH", f"/workloads/{w['id']}?dry_run=true", hub.tokens["alice"], json={"time_limit": 99999})
     assert r.status_code == 429 and "one dry run a second for each caller" in r.json()["message"], r.text
     time.sleep(1.05)                                              # each is a simulation: one a second each
+    # A mistyped try is refused as such, and leaves the caller's turn for the next.
+    r = hub.call("PATCH", f"/workloads/{w['id']}?dry_run=true", hub.tokens["alice"], json={"resources": {"gpu": 99}})
+    assert r.status_code == 400 and "no node in the cluster can hold" in r.json()["message"], r.text
     r = hub.call("PATCH", f"/workloads/{w['id']}?dry_run=true", hub.tokens["alice"], json={"time_limit": 99999})
     assert r.status_code == 200 and r.json()["dry_run"] is True and r.json()["time_limit"] == 99999
     assert r.json()["explanation_before"]["position"] == 1
