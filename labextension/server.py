@@ -4,6 +4,7 @@
 ``DELETE computehub/workloads/{id}``      cancel one of mine
 ``POST computehub/workloads/{id}/hold``    keep one of mine from starting (``/release``: let it go)
 ``POST computehub/workloads/{id}/array-action``  cancel, hold or release a row of a job array's tasks at once
+``PATCH computehub/workloads/{id}``       change one of mine (``?dry_run=true``: try it; ``?tasks=all``)
 ``POST computehub/workloads/{id}/mail``    what one of mine mails me about (``{"mail": ["end"]}``)
 ``GET  computehub/workloads/{id}/logs``   its logs (``?tail=N``, or ``?after=BYTES``: what is new)
 ``GET  computehub/gpu``                   this server's GPUs from NVML
@@ -28,6 +29,9 @@ from traitlets.config import Configurable
 from .gpu import GPUReader
 from .jobs import default_url
 from .service import ServiceClient, UpstreamError
+
+# What the panel's Change… form may change (a priority class, workers or GPU model: the CLI, %update).
+PANEL_CHANGES = {"resources", "time_limit", "queue", "name"}
 
 
 class ComputeHubLab(Configurable):
@@ -111,18 +115,18 @@ class WorkloadHandler(_Base):
 
     @web.authenticated
     async def patch(self, wid):
-        """``{"resources": {"gpu": N}, "time_limit": S}``: the panel's Change… form; ``?dry_run=true``
-        only asks where it would stand, ``?tasks=all`` changes every waiting task of its job array (the
-        service checks the rest, as for the CLI)."""
+        """``{"resources": {"gpu": N, "cpu": C, "memory": M}, "time_limit": S, "queue": Q, "name": N}``,
+        any of them: the panel's Change… form; ``?dry_run=true`` only asks where it would stand,
+        ``?tasks=all`` changes every waiting task of its job array (the service checks the rest, as
+        for the CLI)."""
         dry, tasks = self.get_query_argument("dry_run", "false"), self.get_query_argument("tasks", "one")
         if dry not in ("true", "false") or tasks not in ("one", "all"):
             self.set_status(400)
             return self.finish(json.dumps({"error": "invalid", "message": "dry_run is true or false, tasks one "
                                                                           "or all"}))
         query = {k: v for k, v in (("dry_run", dry), ("tasks", tasks)) if v not in ("false", "one")}
-        await self.forward(wid, "", lambda body: bool(body) and not set(body) - {"resources", "time_limit"},
-                           '{"resources": {"gpu": N}} and/or {"time_limit": SECONDS}', method="PATCH",
-                           query=query or None)
+        await self.forward(wid, "", lambda body: bool(body) and not set(body) - PANEL_CHANGES,
+                           "any of " + ", ".join(sorted(PANEL_CHANGES)), method="PATCH", query=query or None)
 
 
 class HoldHandler(_Base):

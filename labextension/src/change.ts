@@ -1,8 +1,9 @@
 /**
- * "Change…" on a waiting job: ask for other GPUs or another time limit, try it first (the
- * service's dry run: where it would stand and when it would start, beside where it stands now),
- * then apply it. The form sits above the panel's content, so the panel's redraws (every poll)
- * leave what is typed alone.
+ * "Change…" on a waiting job: ask for other GPUs, CPU or memory, another time limit, queue or
+ * name, try it first (the service's dry run: where it would stand and when it would start,
+ * beside where it stands now), then apply it. The form sits above the panel's content, so the
+ * panel's redraws (every poll) leave what is typed alone. A priority class is changed from the
+ * command line or ``%update`` (``--priority``).
  */
 
 import { ApiError } from './apierror';
@@ -18,6 +19,8 @@ export interface ChangeAnswer extends Workload {
 
 /** ``wholeArray``: every waiting task of the job array ``id`` belongs to (a row of its tasks). */
 export type ChangeCall = (id: string, changes: object, dryRun: boolean, wholeArray: boolean) => Promise<ChangeAnswer>;
+
+const RETRY_AFTER_MS = 1100; // the service's one dry run a second per caller, and a little
 
 const UNITS: { [unit: string]: number } = { s: 1, m: 60, h: 3600, d: 86400 };
 
@@ -49,24 +52,98 @@ export function formatDuration(seconds: number | null | undefined): string {
   return `${h ? `${h}h` : ''}${m ? `${m}m` : ''}`;
 }
 
-/** The changes the form's fields ask for, against the job as it is; a string says what is wrong. */
-export function changesFrom(w: Workload, gpus: string, limit: string): object | string {
-  const out: { [key: string]: unknown } = {};
-  const now = Number(w.resources?.gpu ?? 0);
-  if (gpus.trim() !== '' && Number(gpus) !== now) {
-    if (!/^\d+$/.test(gpus.trim())) {
-      return `GPUs must be a whole number, not "${gpus}"`;
-    }
-    out.resources = { gpu: Number(gpus) };
+/** What the form's fields hold, as typed. */
+export interface ChangeFields {
+  gpus: string;
+  cpu: string;
+  memory: string;
+  limit: string;
+  queue: string;
+  name: string;
+}
+
+const BINARY: [string, number][] = [
+  ['Ti', 2 ** 40],
+  ['Gi', 2 ** 30],
+  ['Mi', 2 ** 20],
+  ['Ki', 2 ** 10]
+];
+
+/** `64Gi`, `512Mi` or bytes: how memory (bytes, as the service answers) is shown in the form. */
+export function formatMemory(bytes: unknown): string {
+  const n = Number(bytes ?? 0);
+  if (!n) {
+    return '';
   }
-  if (limit.trim() !== '' && limit.trim() !== formatDuration(w.time_limit)) {
-    const seconds = parseDuration(limit);
+  const unit = BINARY.find(([, size]) => n % size === 0);
+  return unit ? `${n / unit[1]}${unit[0]}` : String(n);
+}
+
+/** `2` for `2000m`, `500m` as it is: how CPU (millicores, as the service answers) is shown. */
+export function formatCpu(cpu: unknown): string {
+  const t = String(cpu ?? '').trim();
+  const milli = t.match(/^(\d+)m$/);
+  if (!t || t === '0' || t === '0m') {
+    return '';
+  }
+  return milli && Number(milli[1]) % 1000 === 0 ? String(Number(milli[1]) / 1000) : t;
+}
+
+/** The fields as they show the job now (what the form opens with). */
+export function fieldsOf(w: Workload): ChangeFields {
+  const r = w.resources || {};
+  return {
+    gpus: String(r.gpu ?? 0),
+    cpu: formatCpu(r.cpu),
+    memory: formatMemory(r.memory),
+    limit: formatDuration(w.time_limit),
+    queue: w.queue,
+    name: w.name || ''
+  };
+}
+
+/** The changes the form's fields ask for, against the job as it is; a string says what is wrong.
+ * Only what differs from what the form opened with is sent (the service checks the rest). */
+export function changesFrom(w: Workload, f: ChangeFields): object | string {
+  const was = fieldsOf(w);
+  const out: { [key: string]: unknown } = {};
+  const resources: { [key: string]: unknown } = {};
+  const differs = (key: keyof ChangeFields) => f[key].trim() !== '' && f[key].trim() !== was[key];
+  if (differs('gpus')) {
+    if (!/^\d+$/.test(f.gpus.trim())) {
+      return `GPUs must be a whole number, not "${f.gpus}"`;
+    }
+    resources.gpu = Number(f.gpus);
+  }
+  if (differs('cpu')) {
+    if (!/^(\d+(\.\d+)?|\d+m)$/.test(f.cpu.trim())) {
+      return `CPU must be a number of cores (2, 0.5) or millicores (500m), not "${f.cpu}"`;
+    }
+    resources.cpu = f.cpu.trim();
+  }
+  if (differs('memory')) {
+    if (!/^\d+(\.\d+)?([KMGT]i?)?$/.test(f.memory.trim())) {
+      return `Memory must look like 64Gi, 512Mi or a number of bytes, not "${f.memory}"`;
+    }
+    resources.memory = f.memory.trim();
+  }
+  if (Object.keys(resources).length) {
+    out.resources = resources;
+  }
+  if (differs('limit')) {
+    const seconds = parseDuration(f.limit);
     if (seconds === null) {
-      return `The time limit must look like 30m, 2h or 1h30m, not "${limit}"`;
+      return `The time limit must look like 30m, 2h or 1h30m, not "${f.limit}"`;
     }
     out.time_limit = seconds;
   }
-  return Object.keys(out).length ? out : 'Nothing to change: give other GPUs or another time limit';
+  if (differs('queue')) {
+    out.queue = f.queue.trim();
+  }
+  if (f.name.trim() !== was.name) {
+    out.name = f.name.trim();
+  }
+  return Object.keys(out).length ? out : 'Nothing to change: change a field first';
 }
 
 /** `#2 in line, starts ~10 min` (or the reason it has no place to tell). */
@@ -89,26 +166,29 @@ export class ChangeForm {
   readonly node = el('section', 'jp-ComputeHub-change');
   private workload: Workload | null = null;
   private readonly title = el('h3', '', '');
-  private readonly gpus = document.createElement('input');
-  private readonly limit = document.createElement('input');
+  private readonly gpus = input('gpus', 'number');
+  private readonly cpu = input('cpu', 'text', 'e.g. 4, 500m');
+  private readonly memory = input('memory', 'text', 'e.g. 64Gi');
+  private readonly limit = input('limit', 'text', 'e.g. 30m, 2h');
+  private readonly queue = document.createElement('select');
+  private readonly name = input('name', 'text');
   private readonly status = el('div', 'jp-ComputeHub-change-status');
 
+  /** ``queues``: the queues my work may go to (the panel's "My queues"). */
   constructor(
     private readonly call: ChangeCall,
-    private readonly changed: (id: string) => Promise<void>
+    private readonly changed: (id: string) => Promise<void>,
+    private readonly queues: () => string[] = () => []
   ) {
     this.node.hidden = true;
     this.title.id = 'computehub-change-title';
     this.node.setAttribute('aria-labelledby', this.title.id);
     this.status.setAttribute('role', 'status'); // what the service said, read out
-    this.gpus.type = 'number';
     this.gpus.min = '0';
-    this.gpus.className = 'jp-ComputeHub-change-gpus';
-    this.limit.className = 'jp-ComputeHub-change-limit';
-    this.limit.placeholder = 'e.g. 30m, 2h';
-    const field = (label: string, input: HTMLInputElement) => {
+    this.queue.className = 'jp-ComputeHub-change-queue';
+    const field = (label: string, control: HTMLElement) => {
       const l = el('label', 'jp-ComputeHub-change-field', label);
-      l.appendChild(input);
+      l.appendChild(control);
       return l;
     };
     const button = (text: string, cls: string, act: () => void) => {
@@ -122,7 +202,17 @@ export class ChangeForm {
       button('Apply', 'jp-ComputeHub-change-apply', () => void this.submit(false)),
       button('Close', 'jp-ComputeHub-change-close', () => this.close())
     );
-    this.node.append(this.title, field('GPUs ', this.gpus), field('Time limit ', this.limit), bar, this.status);
+    this.node.append(
+      this.title,
+      field('GPUs ', this.gpus),
+      field('CPU ', this.cpu),
+      field('Memory ', this.memory),
+      field('Time limit ', this.limit),
+      field('Queue ', this.queue),
+      field('Name ', this.name),
+      bar,
+      this.status
+    );
   }
 
   /** Show the form for waiting job `w`, its fields as the job is now, the keyboard on the first. */
@@ -130,8 +220,20 @@ export class ChangeForm {
     this.workload = w;
     const tasks = taskIds(w).length;
     this.title.textContent = `Change ${workloadName(w)}${tasks > 1 ? ' (every waiting task of its array)' : ''}`;
-    this.gpus.value = String(w.resources?.gpu ?? 0);
-    this.limit.value = formatDuration(w.time_limit);
+    const f = fieldsOf(w);
+    this.gpus.value = f.gpus;
+    this.cpu.value = f.cpu;
+    this.memory.value = f.memory;
+    this.limit.value = f.limit;
+    this.queue.replaceChildren(
+      ...[...new Set([w.queue, ...this.queues()])].map(q => {
+        const o = document.createElement('option');
+        o.value = o.textContent = q;
+        return o;
+      })
+    );
+    this.queue.value = f.queue;
+    this.name.value = f.name;
     this.status.textContent = 'Try a change to see when it would start; Apply makes it.';
     this.node.hidden = false;
     this.gpus.focus();
@@ -146,19 +248,41 @@ export class ChangeForm {
     }
   }
 
+  /** The service gives each caller one dry run a second (each is a simulation): a second Try
+   * within it is made once the second has passed, not refused. */
+  private async tryTwice(id: string, changes: object, dryRun: boolean, whole: boolean): Promise<ChangeAnswer> {
+    try {
+      return await this.call(id, changes, dryRun, whole);
+    } catch (e) {
+      if (!(dryRun && e instanceof ApiError && e.status === 429)) {
+        throw e;
+      }
+      this.status.textContent = 'Trying…';
+      await new Promise(resolve => setTimeout(resolve, RETRY_AFTER_MS));
+      return await this.call(id, changes, dryRun, whole);
+    }
+  }
+
   private async submit(dryRun: boolean): Promise<void> {
     const w = this.workload;
     if (!w) {
       return;
     }
-    const changes = changesFrom(w, this.gpus.value, this.limit.value);
+    const changes = changesFrom(w, {
+      gpus: this.gpus.value,
+      cpu: this.cpu.value,
+      memory: this.memory.value,
+      limit: this.limit.value,
+      queue: this.queue.value,
+      name: this.name.value
+    });
     if (typeof changes === 'string') {
       this.status.textContent = changes;
       return;
     }
     try {
       const whole = taskIds(w).length > 1;
-      const answer = await this.call(w.id, changes, dryRun, whole && !dryRun); // a try: its first task
+      const answer = await this.tryTwice(w.id, changes, dryRun, whole && !dryRun); // a try: its first task
       if (dryRun) {
         this.status.textContent =
           `With the change${whole ? ' (its first task)' : ''}: ${standing(answer.explanation)} ` +
@@ -171,4 +295,12 @@ export class ChangeForm {
       this.status.textContent = `Could not ${dryRun ? 'try' : 'make'} the change: ${message}`;
     }
   }
+}
+
+function input(field: string, type: string, placeholder = ''): HTMLInputElement {
+  const i = document.createElement('input');
+  i.type = type;
+  i.className = `jp-ComputeHub-change-${field}`;
+  i.placeholder = placeholder;
+  return i;
 }

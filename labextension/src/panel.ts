@@ -44,7 +44,11 @@ export class ComputeHubPanel extends Widget {
   private readonly content = el('div', 'jp-ComputeHub-content');
   private readonly announcer = new Announcer('jp-ComputeHub-live');
   private focusAfterRender = ''; // a control to focus once drawn (a `data-focus-key`)
-  private readonly change = new ChangeForm(changeWorkload, id => this.changed(id));
+  private readonly change = new ChangeForm(
+    changeWorkload,
+    id => this.changed(id),
+    () => (this.store.report?.queues ?? []).map(q => q.name)
+  );
 
   constructor(private readonly store: ComputeHubStore) {
     super();
@@ -255,7 +259,7 @@ export class ComputeHubPanel extends Widget {
     }
     if (changeable(w) && !here) {
       const b = el('button', 'jp-ComputeHub-button jp-ComputeHub-change-open', 'Change…');
-      b.setAttribute('aria-label', `Change ${workloadName(w)}: GPUs, time limit`);
+      b.setAttribute('aria-label', `Change ${workloadName(w)}: resources, time limit, queue, name`);
       b.dataset.focusKey = `change:${w.id}`;
       b.onclick = () => this.change.open(w);
       bar.appendChild(b);

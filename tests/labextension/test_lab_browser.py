@@ -60,6 +60,7 @@ c.ComputeHubService.initial_queues = [
     {"name": "org"},
     {"name": "vision", "parent": "org", "guaranteed": {"gpu": 2}, "limit": {"gpu": 2}, "groups": ["vision"]},
     {"name": "nlp", "parent": "org", "groups": ["nlp"]},
+    {"name": "vision-batch", "parent": "org", "groups": ["vision"]},
 ]
 """
 
@@ -279,6 +280,40 @@ def test_status_bar_and_panel_follow_a_queued_job_to_running(labhub, browser, tm
         sync_api.expect(form).to_be_hidden()
         assert (workload(hub, job)["time_limit"], workload(hub, job)["resources"]["gpu"]) == (2700, 1)
         sync_api.expect(row.locator(".jp-ComputeHub-change-open")).to_be_focused()
+        # The form changes CPU, memory, queue and name too: another of my queues, a new name and
+        # more memory tried (only what differs is sent), then CPU and memory applied.
+        row.locator(".jp-ComputeHub-change-open").click()
+        queue_in, memory_in = form.locator(".jp-ComputeHub-change-queue"), form.locator(".jp-ComputeHub-change-memory")
+        sync_api.expect(limit_in).to_have_value("45m")
+        sync_api.expect(queue_in).to_have_value("vision")
+        assert queue_in.locator("option").all_inner_texts() == ["vision", "vision-batch"]
+        sync_api.expect(form.locator(".jp-ComputeHub-change-name")).to_have_value("alice-train")
+        memory_before = memory_in.input_value()
+        queue_in.select_option("vision-batch")
+        form.locator(".jp-ComputeHub-change-name").fill("alice-train-2")
+        memory_in.fill("3Gi")
+        with page.expect_request(lambda req: req.method == "PATCH" and "dry_run=true" in req.url) as sent:
+            form.locator(".jp-ComputeHub-change-try").click()
+        assert sent.value.post_data_json == {"queue": "vision-batch", "name": "alice-train-2", "resources": {"memory": "3Gi"}}
+        tried = re.compile(r"^With the change: #1 in line, .*\. Nothing changed yet\.$")
+        sync_api.expect(said).to_have_text(tried)
+        # Tried again at once: the service allows one dry run a second (429), so the form waits it out.
+        with page.expect_response(lambda resp: resp.request.method == "PATCH" and resp.status == 429):
+            form.locator(".jp-ComputeHub-change-try").click()
+        sync_api.expect(said).to_have_text("Trying…")
+        sync_api.expect(said).to_have_text(tried)
+        assert (workload(hub, job)["queue"], workload(hub, job)["name"]) == ("vision", "alice-train")
+        queue_in.select_option("vision")
+        form.locator(".jp-ComputeHub-change-name").fill("alice-train")
+        form.locator(".jp-ComputeHub-change-cpu").fill("lots")
+        form.locator(".jp-ComputeHub-change-apply").click()
+        sync_api.expect(said).to_have_text(re.compile(r"^CPU must be a number of cores"))
+        form.locator(".jp-ComputeHub-change-cpu").fill("2")
+        form.locator(".jp-ComputeHub-change-apply").click()
+        sync_api.expect(form).to_be_hidden()
+        changed = workload(hub, job)
+        assert (changed["resources"]["cpu"], changed["resources"]["memory"], changed["queue"]) == \
+            ("2000m", 3 * 2**30, "vision"), (changed, memory_before)
         # A job array's waiting tasks (held, so they take no GPU) are one row, named by the array and
         # their indexes; its Release releases each, and its Cancel cancels each (one request each).
         r = hub.call("POST", "/workloads", hub.tokens["alice"], json={

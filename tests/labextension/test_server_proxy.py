@@ -179,7 +179,10 @@ async def test_change_one_of_mine_after_trying_it(jp_fetch, hub):
     assert code == 200 and body["time_limit"] == 1800 and "dry_run" not in body, body
     code, body = await fetch(jp_fetch, "workloads", w["id"], method="PATCH", body=json.dumps({"time_limit": 3600}))
     assert code == 403 and "only an admin may give workload" in body["message"], body
-    for query, payload, words in (({}, {"queue": "nlp"}, "send {"), ({}, {}, "send {"),
+    code, body = await fetch(jp_fetch, "workloads", w["id"], method="PATCH", body=json.dumps({"queue": "nlp"}))
+    assert code == 403 and "nlp" in body["message"], body              # the form offers it; the service decides
+    changes = "send any of name, queue, resources, time_limit"
+    for query, payload, words in (({}, {"priority": "batch"}, changes), ({}, {}, changes),
                                   ({"dry_run": "maybe"}, {"time_limit": 60}, "dry_run is true or false"),
                                   ({"tasks": "some"}, {"time_limit": 60}, "tasks one or all")):
         code, body = await fetch(jp_fetch, "workloads", w["id"], method="PATCH", params=query,
