@@ -1,5 +1,5 @@
-"""``computehub bench <scale|api|replay|replay-grid|slurm|array-ops|what-if|loop-lag|panel|mail|spawn|history>``: run one
-benchmark of bench/.
+"""``computehub bench <scale|api|replay|replay-grid|slurm|array-ops|what-if|loop-lag|panel|mail|spawn|
+history>``: run one benchmark of bench/.
 
 Each benchmark is a script in the repository's ``bench/`` folder (benchmarks are not
 part of the installed package); this command runs it with the same Python and passes

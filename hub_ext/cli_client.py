@@ -263,9 +263,9 @@ computehub queue --json
             e = w.get("explanation") or {}
             pos = f"{e['position']} ({e['position_in_queue']})" if "position" in e else (
                 f"{w['position']} ({w['position_in_queue']})" if "position" in w else "")
-            if w["state"] == "pending":
+            if w["state"] in ("pending", "held"):     # held: from when what it runs after ends, if it says
                 eta = ("≥ " if e.get("eta_earliest") else "") + human_duration(e["eta_seconds"]) \
-                    if e.get("eta_seconds") is not None else ("unknown" if e else "")
+                    if e.get("eta_seconds") is not None else ("unknown" if e and w["state"] == "pending" else "")
                 reason = e.get("reason") or w.get("reason")
             else:
                 eta = ""

@@ -1,10 +1,12 @@
 """One user's work at a glance (the event stream, the landing page): each workload's state, and
 for waiting work its position, why it waits and when it should start.
 
-A start estimate is a simulation of everything ahead in line (up to a second for work deep in a
-long line, in the service's worker thread: estimates.py), so only the first of a job array's waiting tasks gets one (the others wait behind
-it), and at most ``EXPLAIN_MAX`` workloads a look; the rest get their position and the last
-cycle's reason (``brief``). The admin's Pending page explains its first lines the same way.
+A start estimate (for held work that runs after other work: from when that ends) is a
+simulation of everything ahead in line (up to a second for work deep in a long line, in the
+service's worker thread: estimates.py), so only the first of a job array's tasks waiting in a
+state gets one (the others wait behind it), and at most ``EXPLAIN_MAX`` workloads a look; the
+rest get their position and the last cycle's reason (``brief``). The admin's Pending page
+explains its first lines the same way.
 """
 
 from __future__ import annotations
@@ -18,21 +20,24 @@ NOT_ESTIMATED = "not estimated for work this far down the line"
 
 async def snapshot(svc, user: str) -> list[dict]:
     sched = svc.sched
-    out, explained, arrays = [], 0, set()
+    out, explained, rows = [], 0, set()
     for w in sched.workloads(user=user):
         d = {"id": w.id, "name": w.name, "state": w.state, "queue": w.queue, "kind": w.kind}
         if w.array:
             d["array"] = w.array
-        if w.state == PENDING:
-            first = not w.array or w.array["id"] not in arrays
-            if w.array:
-                arrays.add(w.array["id"])
-            if first and explained < EXPLAIN_MAX:
-                explained += 1
-                e = await svc.explanation(w)
-                d.update({k: e.get(k) for k in KEYS})
-            else:
-                d.update(brief(svc, w))
+        # Held work that runs after other work is estimated from when that ends (estimate.py).
+        estimated = w.state == PENDING or (w.state == HELD and bool(w.after))
+        first = estimated and (not w.array or (w.array["id"], w.state) not in rows)
+        if w.array and estimated:
+            rows.add((w.array["id"], w.state))
+        if first and explained < EXPLAIN_MAX:
+            explained += 1
+            e = await svc.explanation(w)
+            d.update({k: e.get(k) for k in KEYS if w.state == PENDING or k in e})
+            if w.state == HELD:
+                d["placement"] = []
+        elif w.state == PENDING:
+            d.update(brief(svc, w))
         else:
             d["placement"] = [a.to_dict() for a in w.placement]
             d["reason"] = sched.waits_for(w) if w.state == HELD else w.reason

@@ -41,7 +41,9 @@ def describe(w: dict, lines: list[str] | None = None) -> tuple[str, str]:
     if state == "awaiting_approval":
         return f"{name}: waiting for an admin's approval in {w['queue']}", w.get("reason") or ""
     if state == "held":
-        return f"{name}: held in {w['queue']}", ex.get("reason") or w.get("reason") or ""
+        eta = f", {eta_text(ex['eta_seconds'], ex.get('eta_earliest', False))}" \
+            if ex.get("eta_seconds") is not None else ""        # it runs after other work: from when that ends
+        return f"{name}: held in {w['queue']}{eta}", ex.get("reason") or w.get("reason") or ""
     where = "; ".join(f"{a['node']} GPU {','.join(map(str, a['gpus'])) or '-'}" for a in w.get("placement") or [])
     if state == "admitted":
         return f"{name}: starting on {where or 'a node'}", ""

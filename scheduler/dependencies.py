@@ -29,6 +29,7 @@ from .holds import hold_words
 from .model import FINISHED, HELD, HOLD, PENDING, TERMINAL, Workload
 
 MAX_AFTER = 64
+MAX_CHAIN = 256    # held workloads one start estimate follows (itself, what it runs after, what that runs after, ...)
 CONDITIONS = {"ok": "finishes", "any": "ends", "failed": "ends without finishing"}
 ENTRY = re.compile(r"^w?(\d{1,12})(\[\])?(?::(ok|any|failed|corr))?\Z")
 GONE = "gone"      # what an ended dependency whose record was purged counts as
@@ -202,6 +203,35 @@ class Dependencies:
         w.state, w.reason, w.eligible_at = PENDING, "", now
         self.store.put_workload(w)
         self.state.pending[w.id] = w
+
+    def dependency_chain(self, w: Workload) -> dict[str, list[str]] | str:
+        """For a start estimate of held ``w`` (estimate.py): each held workload it waits on, in
+        turn, itself first, with the live workloads each still runs after; or why none is made."""
+        chain: dict[str, list[str]] = {}
+        todo = [w]
+        while todo:
+            h = todo.pop()
+            if h.id in chain:
+                continue
+            if HOLD in h.metadata:
+                return ("it is held by hand: no start estimate until it is released" if h is w else
+                        f"{h.id}, which it waits on, is held by hand: no start estimate until it is released")
+            chain[h.id] = []
+            for entry in h.after:
+                wid, cond = split(entry)
+                d = self.state.workloads.get(wid)
+                if d is None or d.state in TERMINAL:
+                    continue        # ended: the next cycle judges it (met, or the work is cancelled)
+                if cond == "failed":
+                    return f"it runs only if {wid} ends without finishing: no start estimate"
+                if d.state not in (HELD, PENDING) and d.id not in self.state.holding:
+                    return f"{wid}, which it waits on, is {d.state.replace('_', ' ')}: no start estimate"
+                chain[h.id].append(wid)
+                if d.state == HELD:
+                    todo.append(d)
+            if len(chain) > MAX_CHAIN:
+                return f"it waits on more than {MAX_CHAIN} held workloads in turn: no start estimate"
+        return chain
 
     def waits_for(self, w: Workload) -> str:
         """Why held work waits, as of now: its hold, what it still runs after, and in what state

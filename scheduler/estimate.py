@@ -24,7 +24,7 @@ from . import preemption
 from .backfill import expected_end
 from .blockers import Blocker
 from .engine import Engine
-from .model import PENDING, TERMINAL, Workload
+from .model import HELD, PENDING, TERMINAL, Workload
 from .state import ClusterState
 
 MAX_STEPS = 500
@@ -52,17 +52,28 @@ def estimate_start(sched, target: Workload, now: float, order=None) -> Result:
 
 class Estimate:
     """A simulation until ``target`` is admitted, on copies made when it is made: the live state
-    may change (another cycle, a cancellation) while ``run`` goes on, and ``run`` never touches it."""
+    may change (another cycle, a cancellation) while ``run`` goes on, and ``run`` never touches it.
 
-    def __init__(self, sched, target: Workload, now: float, order=None):
+    Held ``target`` (it runs after other work) is estimated with ``held``, its chain
+    (``Dependencies.dependency_chain``): each held workload joins the simulated line once all it
+    runs after has ended there (as if it finished), behind the whole line of now."""
+
+    def __init__(self, sched, target: Workload, now: float, order=None, held: dict[str, list[str]] | None = None):
         st = sched.state
         order = sched.engine.order() if order is None else order
         ids = [w.id for w in order]
         self.target_id, self.now = target.id, now
-        self.result: Result | None = None if target.id in ids else (None, "not pending", None, False)
+        self.waiting: dict[str, tuple[Workload, list[str]]] = {}
+        self.was_held = target.state == HELD
+        in_line = target.id in ids or (target.state == HELD and held is not None)
+        self.result: Result | None = None if in_line else (None, "not pending", None, False)
         if self.result is not None:
             return
-        ahead = order[: ids.index(target.id) + 1]
+        if target.state == HELD:
+            ahead = order
+            self.waiting = {wid: (_copy(st.workloads[wid]), deps) for wid, deps in held.items()}
+        else:
+            ahead = order[: ids.index(target.id) + 1]
         # Copies only, here: building the simulated cluster from them (charging each to its
         # nodes and queues) is left to ``run``, which may run elsewhere.
         self.specs = ([copy.copy(q) for q in st.tree.specs.values()], [copy.copy(c) for c in st.classes.values()],
@@ -86,13 +97,14 @@ class Estimate:
         eng = Engine(clone, self.cfg)
         eng.fairshare.load(*self.fairshare)
         now, delay_ends = self.now, self.delay_ends
-        me = self.copies[self.target_id]
+        me = self.copies.get(self.target_id) or self.waiting[self.target_id][0]
         t, first, woke = now, None, False
+        self._join(clone, t)
         for step in range(MAX_STEPS):
             res = eng.cycle(t)
             if step == 0:
                 first = res.blockers.get(me.id)
-            if me.state != PENDING:
+            if me.state != PENDING and me.id not in self.waiting:
                 borrows = clone.tree.borrowing(me.queue, me.total)
                 swapped = [v for v, by in res.preempted if by is me and v.queue == me.queue]
                 if t == now:
@@ -103,6 +115,9 @@ class Estimate:
                 elif woke and swapped:
                     why = (f"when {me.queue} workload {swapped[0].id}, which declares much more time left, "
                            "has saved its next checkpoint and gives way")
+                elif self.was_held:
+                    why = ("if what it runs after finishes by its declared time limit (and other running work "
+                           "ends at its own)")
                 else:
                     why = "if running work ends at its declared time limit"
                 return t, why, first, borrows
@@ -125,7 +140,17 @@ class Estimate:
                     clone.release(v)
                     v.state = TERMINAL[0]
                     clone.workloads.pop(v.id, None)
+            self._join(clone, t)
         return None, f"beyond the next {MAX_STEPS} completions", first, False
+
+    def _join(self, clone: ClusterState, t: float) -> None:
+        """Held work all of whose dependencies have ended in the simulation joins its line, its
+        wait counted from ``t`` (``Dependencies.join_line``)."""
+        for wid, (c, deps) in list(self.waiting.items()):
+            if not any(d in clone.workloads or d in self.waiting for d in deps):
+                del self.waiting[wid]
+                c.state, c.reason, c.eligible_at = PENDING, "", t
+                clone.add(c)
 
 
 def _copy(w: Workload) -> Workload:

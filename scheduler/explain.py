@@ -36,6 +36,12 @@ def explain_steps(sched, w: Workload, now: float) -> Steps:
     out = {"id": w.id, "state": w.state, "queue": w.queue, "priority": w.priority}
     if w.state == HELD:
         out["reason"] = sched.waits_for(w)
+        if w.after:         # work held by a hold alone has no time to join the line at
+            chain = sched.dependency_chain(w)
+            eta, why, _, borrows = (None, chain, None, False) if isinstance(chain, str) else \
+                (yield Estimate(sched, w, now, held=chain))
+            out.update(eta=eta, eta_seconds=None if eta is None else max(0.0, eta - now),
+                       eta_earliest=bool(borrows and eta is not None), eta_reason=why)
         return out
     if w.state != PENDING:
         out["reason"] = w.reason or w.state

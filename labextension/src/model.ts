@@ -236,7 +236,9 @@ export function queuedSummary(w: Workload): string {
     return 'Awaiting approval';
   }
   if (w.state === 'held') {
-    return 'Held: runs after other jobs';
+    const held = w.explanation?.eta_seconds; // from when what it runs after ends
+    const eta = typeof held === 'number' ? ` · ${formatEta(held, w.explanation?.eta_earliest)}` : '';
+    return `Held: runs after other jobs${eta}`;
   }
   const pos = w.explanation?.position_in_queue ?? w.position_in_queue;
   const eta = formatEta(w.explanation?.eta_seconds, w.explanation?.eta_earliest);

@@ -209,6 +209,9 @@ export class ComputeHubPanel extends Widget {
       const pos = e.position_in_queue ?? w.position_in_queue;
       facts.push(`position ${pos ?? '?'}${e.queue_length ? ` of ${e.queue_length}` : ''}`);
       facts.push(`ETA ${formatEta(e.eta_seconds, e.eta_earliest)}`);
+    } else if (w.state === 'held' && typeof w.explanation?.eta_seconds === 'number') {
+      // It runs after other work: estimated from when that ends.
+      facts.push(`ETA ${formatEta(w.explanation.eta_seconds, w.explanation.eta_earliest)}`);
     }
     const where = placementText(w);
     if (where) {

@@ -59,6 +59,31 @@ def test_held_until_what_it_runs_after_finishes(hub, submitted):  # noqa: F811
     assert [e["reason"] for e in events if e["kind"] == "released"] == [f"{first['id']} finished"]
 
 
+def test_held_work_says_when_it_would_start_once_what_it_runs_after_ends(hub, submitted):  # noqa: F811
+    small = ("--kind", "batch", "--gpus", "0", "--cpu", "100m")
+    first = admitted(hub, submitted, "alice", *small, "--time", "1h", "--name", "dep-timed")
+    started = hub.call("GET", f"/workloads/{first['id']}", hub.tokens["alice"]).json()["admitted_at"]
+    then = submit(hub, submitted, "alice", *small, "--time", "10m", "--after", first["id"])
+    last = submit(hub, submitted, "alice", *small, "--time", "10m", "--after", then["id"])
+    e = hub.call("GET", f"/workloads/{then['id']}", hub.tokens["alice"]).json()["explanation"]
+    # It joins the line when dep-timed's hour is up, and there is room for it then.
+    assert abs(e["eta"] - (started + 3600)) < 1 and 3000 < e["eta_seconds"] <= 3600, e
+    assert e["eta_reason"].startswith("if what it runs after finishes by its declared time limit"), e
+    assert e["reason"] == f"runs after {first['id']} finishes (it is admitted)"
+    e = hub.call("GET", f"/workloads/{last['id']}", hub.tokens["alice"]).json()["explanation"]
+    assert abs(e["eta"] - (started + 3600 + 600)) < 1, e        # after the one after it, in turn
+    row = next(r for r in ok(cli(hub, "alice", "queue")).splitlines() if r.startswith(then["id"]))
+    assert re.search(r" held .* (5\dm|1h) ", row), row                # the ETA column: about an hour
+    r = hub.call("POST", f"/workloads/{then['id']}/hold", hub.tokens["alice"], json={})
+    assert r.status_code == 200, r.text
+    deadline = time.time() + 10      # explanations are made once a cycle: the next one sees the hold
+    while (e := hub.call("GET", f"/workloads/{last['id']}", hub.tokens["alice"]).json()["explanation"])["eta"] \
+            and time.time() < deadline:
+        time.sleep(0.2)
+    assert e["eta"] is None and e["eta_reason"] == (
+        f"{then['id']}, which it waits on, is held by hand: no start estimate until it is released"), e
+
+
 def test_what_can_never_run_is_cancelled_saying_why(hub, submitted):  # noqa: F811
     small = ("--kind", "batch", "--gpus", "0", "--cpu", "100m")
     first = admitted(hub, submitted, "alice", *small)

@@ -39,3 +39,8 @@ def test_held_work_says_what_it_runs_after():
     w = running(state="held", placement=[], reason="runs after w0000006 finishes (it is pending)",
                 explanation={"reason": "runs after w0000006 finishes (it is running)"})
     assert describe(w) == ("w0000007 (train): held in vision", "runs after w0000006 finishes (it is running)")
+    # With the service's estimate from when what it runs after ends (scheduler/estimate.py).
+    w["explanation"] = {"reason": "runs after w0000006 finishes (it is running)", "eta_seconds": 5400.0}
+    assert describe(w)[0] == "w0000007 (train): held in vision, ETA ~1.5 h"
+    w["explanation"]["eta_seconds"] = None          # none to give: said as before
+    assert describe(w)[0] == "w0000007 (train): held in vision"

@@ -73,3 +73,40 @@ def test_a_dry_run_with_a_kept_explanation_makes_one_estimate_and_without_two():
     made.clear()
     _, before2, after2 = count(preview_steps(s, second.id, {"time_limit": 300}, 20))
     assert len(made) == 2 and before2 == kept and after2 == after
+
+
+def test_held_work_is_estimated_from_when_what_it_runs_after_ends():
+    s = cluster(nodes=1, gpus=4, preemption=False)
+    first = job(s, "a", gpus=4, time_limit=3600, now=0)
+    s.cycle(now=0)
+    then = job(s, "a", gpus=2, time_limit=1800, now=1, after=[first.id])
+    last = job(s, "a", gpus=4, time_limit=600, now=2, after=[then.id])       # after work held in turn
+    other = job(s, "a", gpus=2, time_limit=7200, now=3)                      # in line now: ahead of both
+    s.cycle(now=5)
+    assert [s.get(w.id).state for w in (then, last, other)] == ["held", "held", "pending"]
+    e = s.explain(then.id, now=10)
+    assert e["eta"] == 3600 and e["eta_seconds"] == 3590 and "what it runs after finishes" in e["eta_reason"]
+    assert e["reason"] == f"runs after {first.id} finishes (it is admitted)"
+    # `then` ends at 5400, but `other` (in line first, 3600 to 10800) leaves only 2 GPUs until it ends.
+    assert s.explain(last.id, now=10)["eta"] == 10800
+    assert s.explain(other.id, now=10)["eta"] == 3600
+    assert s.get(last.id).state == "held" and s.state.inventory.free["gpu"] == 0     # nothing changed
+
+
+def test_held_work_says_why_it_has_no_estimate():
+    s = cluster(nodes=1, gpus=4)
+    forever = job(s, "a", gpus=2, now=0)                                     # no time limit
+    s.cycle(now=0)
+    after_forever = job(s, "a", gpus=1, time_limit=60, now=1, after=[forever.id])
+    if_failed = job(s, "a", gpus=1, time_limit=60, now=1, after=[f"{forever.id}:failed"])
+    by_hand = job(s, "a", gpus=1, time_limit=60, now=1, after=[forever.id], hold=True)
+    after_by_hand = job(s, "a", gpus=1, time_limit=60, now=1, after=[by_hand.id])
+    s.cycle(now=2)
+    e = s.explain(after_forever.id, now=3)
+    assert e["eta"] is None and "declare no run-time limit" in e["eta_reason"]
+    assert s.explain(if_failed.id, now=3)["eta_reason"] == (
+        f"it runs only if {forever.id} ends without finishing: no start estimate")
+    assert s.explain(by_hand.id, now=3)["eta_reason"] == "it is held by hand: no start estimate until it is released"
+    assert s.explain(after_by_hand.id, now=3)["eta_reason"] == (
+        f"{by_hand.id}, which it waits on, is held by hand: no start estimate until it is released")
+    assert s.explain(after_by_hand.id, now=3)["eta"] is None

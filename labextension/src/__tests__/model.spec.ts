@@ -144,6 +144,11 @@ describe('status bar', () => {
     expect(queuedSummary(borrowing)).toBe('Queued #2 · ≥ 2 h');
     expect(queuedSummary(wl({ state: 'awaiting_approval' }))).toBe('Awaiting approval');
     expect(queuedSummary(wl({ state: 'held' }))).toBe('Held: runs after other jobs');
+    // Estimated from when what it runs after ends (the service's explanation of held work).
+    expect(queuedSummary(wl({ state: 'held', explanation: { eta_seconds: 600 } }))).toBe(
+      'Held: runs after other jobs · ~10 min'
+    );
+    expect(queuedSummary(wl({ state: 'held', explanation: { eta_seconds: null } }))).toBe('Held: runs after other jobs');
     // Hold what waits; release my own hold, never an admin's.
     expect(holdAction(wl({ state: 'pending' }))).toBe('hold');
     expect(holdAction(wl({ state: 'held' }))).toBe('hold'); // held for what it runs after only
