@@ -117,18 +117,23 @@ def result_line(w: dict) -> str:
 
 
 def standing(e: dict) -> str:
-    """``#2 in line, starts in 2h10m`` (``if released now`` for held work), or why there is no
-    place to tell."""
+    """``#2 in line, starts in 2h10m`` (``if released now`` for work held by hand; ``starts in 3h
+    once what it runs after ends`` for work that runs after other work), or why there is no place
+    or start to tell."""
     if "position" not in e:
-        return printable(e.get("reason") or e.get("state", ""))
-    if e.get("eta_seconds") is None:
-        start = f"start unknown ({printable(e.get('eta_reason', ''))})"
-    elif e["eta_seconds"] < 1:
-        start = "starts now"
-    else:
-        start = f"starts in {'≥ ' if e.get('eta_earliest') else ''}{human_duration(e['eta_seconds'])}"
+        if e.get("eta_seconds") is not None:
+            return f"{_start(e)} once what it runs after ends"
+        return printable(e.get("eta_reason") or e.get("reason") or e.get("state", ""))
     released = " if released now" if str(e.get("eta_reason", "")).endswith("(if released now)") else ""
-    return f"#{e['position']} in line, {start}{released}"
+    return f"#{e['position']} in line, {_start(e)}{released}"
+
+
+def _start(e: dict) -> str:
+    if e.get("eta_seconds") is None:
+        return f"start unknown ({printable(e.get('eta_reason', ''))})"
+    if e["eta_seconds"] < 1:
+        return "starts now"
+    return f"starts in {'≥ ' if e.get('eta_earliest') else ''}{human_duration(e['eta_seconds'])}"
 
 
 def _count(option: str, value: str) -> int:

@@ -71,7 +71,9 @@ class Estimate:
             return
         if target.state == HELD:
             ahead = order
-            self.waiting = {wid: (_copy(st.workloads[wid]), deps) for wid, deps in held.items()}
+            # ``target`` itself may be a changed copy (a dry run: what_if.py), not the live one.
+            self.waiting = {wid: (_copy(target if wid == target.id else st.workloads[wid]), deps)
+                            for wid, deps in held.items()}
         else:
             ahead = order[: ids.index(target.id) + 1]
         # Copies only, here: building the simulated cluster from them (charging each to its

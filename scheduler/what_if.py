@@ -2,7 +2,7 @@
 Kubernetes' ``dryRun``): the workload as ``update`` would make it, refused as ``update`` would
 refuse it, and, for work in line, its place and start estimate by the same simulation that
 ``explain`` makes. Work held only by a hold is estimated as if released now, with the change
-and without. Nothing is changed, in memory or in the store.
+and without; work that runs after other work, from when that ends (estimate.py). Nothing is changed, in memory or in the store.
 
 So a user who waits can ask "with 2 GPUs instead of 4, or a 30-minute limit, when would it
 start?" and change it only if the answer is better.
@@ -45,9 +45,12 @@ def preview_steps(sched, workload_id: str, changes: dict, now: float, explained:
     if w.state == HELD and not w.after:         # held by hand: as if released now, both ways
         before = yield from standing_steps(sched, _released(w, now), now, RELEASED)
         return then, before, (yield from standing_steps(sched, _released(then, now), now, RELEASED))
+    if w.state == HELD:                         # runs after other work: from when that ends, both ways
+        before = explained if explained is not None else (yield from explain_steps(sched, w, now))
+        return then, before, (yield from held_steps(sched, w, then, now))
     return then, (yield from explain_steps(sched, w, now)), {
         "id": w.id, "state": w.state,
-        "reason": "only work in line (pending, or held by a hold alone) has a place and a start estimate to compare"}
+        "reason": "only waiting work (in line, or held) has a start estimate to compare"}
 
 
 def standing(sched, w: Workload, now: float, note: str = "") -> dict:
@@ -65,6 +68,16 @@ def standing_steps(sched, w: Workload, now: float, note: str = "") -> Steps:
             "eta_earliest": bool(borrows and eta is not None and eta > now),
             "eta_reason": f"{why} ({note})" if note else why,
             "reason": blocker.text(w) if blocker is not None else "nothing would hold it back"}
+
+
+def held_steps(sched, w: Workload, then: Workload, now: float) -> Steps:
+    """When held ``w``, changed to ``then``, would start once what it runs after ends."""
+    chain = sched.dependency_chain(w)
+    eta, why, _, borrows = (None, chain, None, False) if isinstance(chain, str) else \
+        (yield Estimate(sched, then, now, held=chain))
+    return {"id": w.id, "state": HELD, "queue": then.queue, "priority": then.priority, "reason": sched.waits_for(w),
+            "eta": eta, "eta_seconds": None if eta is None else max(0.0, eta - now),
+            "eta_earliest": bool(borrows and eta is not None), "eta_reason": why}
 
 
 def _copy(w: Workload) -> Workload:

@@ -149,7 +149,12 @@ export function changesFrom(w: Workload, f: ChangeFields): object | string {
 /** `#2 in line, starts ~10 min` (or the reason it has no place to tell). */
 export function standing(e: Workload['explanation'] | undefined): string {
   if (!e || e.position === undefined) {
-    return e?.reason || 'no place in line';
+    if (typeof e?.eta_seconds === 'number') {
+      // Held, it runs after other work: from when that ends.
+      const start = e.eta_seconds < 1 ? 'starts now' : `starts ${formatEta(e.eta_seconds, e.eta_earliest)}`;
+      return `${start} once what it runs after ends`;
+    }
+    return e?.eta_reason || e?.reason || 'no place in line';
   }
   const eta = e.eta_seconds;
   const start =

@@ -110,3 +110,20 @@ def test_held_work_says_why_it_has_no_estimate():
     assert s.explain(after_by_hand.id, now=3)["eta_reason"] == (
         f"{by_hand.id}, which it waits on, is held by hand: no start estimate until it is released")
     assert s.explain(after_by_hand.id, now=3)["eta"] is None
+
+
+def test_a_change_to_held_work_is_tried_from_when_what_it_runs_after_ends():
+    s = cluster(nodes=1, gpus=4, preemption=False)
+    first = job(s, "a", gpus=4, time_limit=3600, now=0)
+    s.cycle(now=0)
+    then = job(s, "a", gpus=2, time_limit=1800, now=1, after=[first.id])
+    last = job(s, "a", gpus=4, time_limit=600, now=2, after=[then.id])
+    job(s, "a", gpus=2, time_limit=7200, now=3)                              # in line: 3600 to 10800
+    s.cycle(now=5)
+    changed, before, after = s.preview_update(last.id, {"resources": {"gpu": 2}}, now=10)
+    # With 2 GPUs it fits beside the one in line as soon as `then` has ended (5400), not at 10800.
+    assert (before["eta"], after["eta"]) == (10800, 5400) and changed.request["gpu"] == 2
+    assert after["state"] == "held" and after["reason"] == before["reason"] and "position" not in after
+    assert s.get(last.id).request["gpu"] == 4                               # only tried
+    kept = s.explain(last.id, now=10)
+    assert s.preview_update(last.id, {"resources": {"gpu": 2}}, now=10, explained=kept)[1] is kept

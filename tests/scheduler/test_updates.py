@@ -229,9 +229,10 @@ def test_a_change_is_tried_before_it_is_made():
     then, before, after = s.preview_update(w.id, {"resources": {"gpu": 4}}, now=13)
     assert (before["eta"], after["eta"], after["eta_reason"]) == (3600, 13, "now (if released now)")
     assert s.get(w.id).state == HELD and w.id not in s.state.pending
-    later = job(s, gpus=1, now=14, after=[w.id])        # held for what it runs after: no estimate
+    later = job(s, gpus=1, now=14, after=[w.id])        # runs after work held by hand: no estimate
     _, _, after = s.preview_update(later.id, {"name": "x"}, now=15)
-    assert "only work in line (pending, or held by a hold alone)" in after["reason"]
+    assert after["eta"] is None and after["state"] == HELD
+    assert after["eta_reason"] == f"{w.id}, which it waits on, is held by hand: no start estimate until it is released"
     assert head and running
 
 

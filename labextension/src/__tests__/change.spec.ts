@@ -70,6 +70,12 @@ describe('the change form', () => {
     expect(standing({ position: 1, eta_seconds: 0, eta_reason: 'now (if released now)' })).toBe(
       '#1 in line, starts now if released now'
     );
+    expect(standing({ reason: 'runs after w1 finishes', eta_seconds: 7200 })).toBe(
+      'starts ~2 h once what it runs after ends'
+    );
+    expect(standing({ reason: 'runs after w1', eta_seconds: null, eta_reason: 'it runs only if w1 fails' })).toBe(
+      'it runs only if w1 fails'
+    );
     expect(standing({ reason: 'only work in line (pending) has a place' })).toBe(
       'only work in line (pending) has a place'
     );
