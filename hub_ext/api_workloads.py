@@ -8,6 +8,7 @@ import time
 
 from scheduler import NotFound, ValidationError
 from scheduler.model import HOLDING, KINDS, LIVE, PENDING, TERMINAL, run_label
+from scheduler.updates import WAITING
 from scheduler.what_if import preview_steps
 
 from . import views
@@ -149,7 +150,8 @@ class WorkloadHandler(_OneWorkload):
 
     async def patch(self, workload_id):
         """Change waiting work (running work: its name, checkpoints, a shorter limit); with
-        ``?tasks=all``, every waiting task of its job array (scheduler/updates.py); with
+        ``?tasks=all``, every waiting task of its job array (``&state=held``: those held only;
+        scheduler/updates.py); with
         ``?dry_run=true``, only say what it would be and where it would stand (what_if.py)."""
         caller, w = self._visible(workload_id)
         self.require(caller.may_cancel(w), "change this workload")
@@ -157,6 +159,10 @@ class WorkloadHandler(_OneWorkload):
         if tasks not in ("one", "all"):
             raise APIError(400, "invalid", f"tasks must be 'one' (this workload) or 'all' (every waiting task of "
                                            f"its job array), not {tasks!r}")
+        states = tuple(self.get_query_arguments("state")) or None
+        if states is not None and (tasks != "all" or set(states) - set(WAITING)):
+            raise APIError(400, "invalid", "state picks which waiting tasks of a job array change, with tasks=all: "
+                                           f"any of {', '.join(WAITING)}")
         dry_run = self.get_query_argument("dry_run", "false")
         if dry_run not in ("true", "false"):
             raise APIError(400, "invalid", f"dry_run must be true or false, not {dry_run!r}")
@@ -182,7 +188,8 @@ class WorkloadHandler(_OneWorkload):
                 preview_steps(sched, w.id, changes, sched.clock(), kept))
             return self.write_json({**views.workload(then), "dry_run": True, "explanation": after,
                                     "explanation_before": before})
-        changed = sched.update_array(w.id, changes, **who) if tasks == "all" else [sched.update(w.id, changes, **who)]
+        changed = sched.update_array(w.id, changes, states=states, **who) if tasks == "all" else \
+            [sched.update(w.id, changes, **who)]
         self.service.changed()
         d = views.workload(changed[0] if tasks == "all" else sched.get(w.id))
         if tasks == "all":

@@ -112,6 +112,8 @@ def document(version: str) -> dict:
                              "change so (ended, a notebook, running)", _ok("#/components/schemas/Workload"),
                              params=[wid, _q("tasks", {"type": "string", "enum": ["one", "all"]},
                                              "all: every waiting task of its job array"),
+                                     _q("state", {"type": "string", "enum": ["pending", "held", "awaiting_approval"]},
+                                        "with tasks=all (repeatable): only the tasks waiting in these states"),
                                      _q("dry_run", {"type": "string", "enum": ["true", "false"]},
                                         "true: change nothing; answer the workload as it would be, with "
                                         "explanation (its place and start then) and explanation_before")],

@@ -117,14 +117,15 @@ class WorkloadHandler(_Base):
     async def patch(self, wid):
         """``{"resources": {"gpu": N, "cpu": C, "memory": M}, "time_limit": S, "queue": Q, "name": N}``,
         any of them: the panel's Change… form; ``?dry_run=true`` only asks where it would stand,
-        ``?tasks=all`` changes every waiting task of its job array (the service checks the rest, as
-        for the CLI)."""
+        ``?tasks=all`` changes every waiting task of its job array (``&state=held``: the row's, those
+        held; the service checks the rest, as for the CLI)."""
         dry, tasks = self.get_query_argument("dry_run", "false"), self.get_query_argument("tasks", "one")
         if dry not in ("true", "false") or tasks not in ("one", "all"):
             self.set_status(400)
             return self.finish(json.dumps({"error": "invalid", "message": "dry_run is true or false, tasks one "
                                                                           "or all"}))
-        query = {k: v for k, v in (("dry_run", dry), ("tasks", tasks)) if v not in ("false", "one")}
+        query = {k: v for k, v in (("dry_run", dry), ("tasks", tasks), ("state", self.get_query_argument("state", "")))
+                 if v not in ("false", "one", "")}
         await self.forward(wid, "", lambda body: bool(body) and not set(body) - PANEL_CHANGES,
                            "any of " + ", ".join(sorted(PANEL_CHANGES)), method="PATCH", query=query or None)
 

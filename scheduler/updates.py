@@ -48,16 +48,21 @@ class Updates:
         return w
 
     def update_array(self, workload_id: str, changes: dict, now=None, actor: str = "",
-                     admin: bool = False) -> list[Workload]:
+                     admin: bool = False, states: tuple[str, ...] | None = None) -> list[Workload]:
         """The same change to every waiting task of ``workload_id``'s job array (running tasks go
-        on as they are), in one transaction: all of them or, if one is refused, none. Returns
+        on as they are; with ``states``, only those waiting in one of them: a panel's row of the
+        array's held tasks), in one transaction: all of them or, if one is refused, none. Returns
         the tasks it looked at, each as it is now."""
         w = self.get(workload_id)
         if w.array is None:
             raise ValidationError(f"workload {w.id} is not in a job array")
-        tasks = [t for t in self.array_tasks(w.array["id"]) if t.state in WAITING]
+        if states is not None and (not states or set(states) - set(WAITING)):
+            raise ValidationError(f"states: waiting states only, any of {', '.join(WAITING)}; got {list(states)}")
+        tasks = [t for t in self.array_tasks(w.array["id"]) if t.state in (states or WAITING)]
         if not tasks:
-            raise Conflict(f"no task of job array {w.array['id']} is waiting: running tasks change one at a time")
+            among = f" ({' or '.join(states)})" if states else ""
+            raise Conflict(f"no task of job array {w.array['id']} is waiting{among}: "
+                           "running tasks change one at a time")
         checked: dict[tuple, dict] = {}     # an array's tasks mostly ask the same: checked once
         plans = []
         for t in tasks:

@@ -47,11 +47,12 @@ export const arrayAction = (id: string, action: 'cancel' | 'hold' | 'release', s
     method: 'POST',
     body: JSON.stringify({ action, states })
   });
-/** Change one of my waiting workloads (`PATCH`; `wholeArray`: every waiting task of its job array),
- * or with `dryRun` only ask where it would stand. */
-export const changeWorkload = (id: string, changes: object, dryRun: boolean, wholeArray: boolean) =>
+/** Change one of my waiting workloads (`PATCH`; `row`: every task of its job array waiting in that
+ * state, a row of the panel), or with `dryRun` only ask where it would stand. */
+export const changeWorkload = (id: string, changes: object, dryRun: boolean, row: string | null) =>
   requestAPI<ChangeAnswer>(
-    `workloads/${encodeURIComponent(id)}${dryRun ? '?dry_run=true' : wholeArray ? '?tasks=all' : ''}`,
+    `workloads/${encodeURIComponent(id)}` +
+      (dryRun ? '?dry_run=true' : row ? `?tasks=all&state=${encodeURIComponent(row)}` : ''),
     { method: 'PATCH', body: JSON.stringify(changes) }
   );
 /** What one of my live workloads (a job array's: the whole array) mails me about from now on. */

@@ -17,8 +17,9 @@ export interface ChangeAnswer extends Workload {
   explanation_before?: Workload['explanation'];
 }
 
-/** ``wholeArray``: every waiting task of the job array ``id`` belongs to (a row of its tasks). */
-export type ChangeCall = (id: string, changes: object, dryRun: boolean, wholeArray: boolean) => Promise<ChangeAnswer>;
+/** ``row``: the state of a row of the job array's tasks ``id`` belongs to: every task of it
+ * waiting in that state changes (null: ``id`` alone). */
+export type ChangeCall = (id: string, changes: object, dryRun: boolean, row: string | null) => Promise<ChangeAnswer>;
 
 const RETRY_AFTER_MS = 1100; // the service's one dry run a second per caller, and a little
 
@@ -224,7 +225,7 @@ export class ChangeForm {
   open(w: Workload): void {
     this.workload = w;
     const tasks = taskIds(w).length;
-    this.title.textContent = `Change ${workloadName(w)}${tasks > 1 ? ' (every waiting task of its array)' : ''}`;
+    this.title.textContent = `Change ${workloadName(w)}${tasks > 1 ? ` (its ${tasks} ${w.state} tasks)` : ''}`;
     const f = fieldsOf(w);
     this.gpus.value = f.gpus;
     this.cpu.value = f.cpu;
@@ -255,16 +256,16 @@ export class ChangeForm {
 
   /** The service gives each caller one dry run a second (each is a simulation): a second Try
    * within it is made once the second has passed, not refused. */
-  private async tryTwice(id: string, changes: object, dryRun: boolean, whole: boolean): Promise<ChangeAnswer> {
+  private async tryTwice(id: string, changes: object, dryRun: boolean, row: string | null): Promise<ChangeAnswer> {
     try {
-      return await this.call(id, changes, dryRun, whole);
+      return await this.call(id, changes, dryRun, row);
     } catch (e) {
       if (!(dryRun && e instanceof ApiError && e.status === 429)) {
         throw e;
       }
       this.status.textContent = 'Trying…';
       await new Promise(resolve => setTimeout(resolve, RETRY_AFTER_MS));
-      return await this.call(id, changes, dryRun, whole);
+      return await this.call(id, changes, dryRun, row);
     }
   }
 
@@ -287,7 +288,8 @@ export class ChangeForm {
     }
     try {
       const whole = taskIds(w).length > 1;
-      const answer = await this.tryTwice(w.id, changes, dryRun, whole && !dryRun); // a try: its first task
+      const row = whole && !dryRun ? w.state : null; // a try: its first task
+      const answer = await this.tryTwice(w.id, changes, dryRun, row);
       if (dryRun) {
         this.status.textContent =
           `With the change${whole ? ' (its first task)' : ''}: ${standing(answer.explanation)} ` +

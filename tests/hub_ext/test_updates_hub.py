@@ -62,10 +62,17 @@ def test_update_a_whole_array_and_bad_requests(hub, submitted):  # noqa: F811
             ("", {"resources": {"gpu": 3}, "workers": 4}, "gang of 4 × 3 GPUs is larger than the cluster"),
             ("", [1], "body must be a JSON object"),
             ("?tasks=some", {"name": "x"}, "tasks must be 'one' (this workload) or 'all'"),
+            ("?state=held", {"name": "x"}, "state picks which waiting tasks of a job array change, with tasks=all"),
+            ("?tasks=all&state=running", {"name": "x"}, "any of pending, held, awaiting_approval"),
             ("", {"name": "x" * 129}, "name must be text of at most 128 characters")):
         r = hub.call("PATCH", f"/workloads/{wid}{query}", hub.tokens["alice"], json=body)
         assert r.status_code == 400 and words in r.json()["message"], (body, r.status_code, r.text)
     assert _get(hub, "alice", wid)["resources"] == {"gpu": 1, "memory": 2**30}
+    # Only the tasks waiting in a state (a row of the lab panel): one held, the others left as they are.
+    assert hub.call("POST", f"/workloads/{wid}/hold", hub.tokens["alice"], json={}).status_code == 200
+    r = hub.call("PATCH", f"/workloads/{first['id']}?tasks=all&state=held", hub.tokens["alice"], json={"name": "h"})
+    assert r.status_code == 200 and r.json()["tasks"] == [wid], r.text
+    assert [_get(hub, "alice", t)["name"] for t in first["tasks"]] == ["", "h", ""]
 
 
 def test_growing_above_the_threshold_waits_for_an_admin_again(hub, submitted):  # noqa: F811

@@ -324,15 +324,15 @@ def test_status_bar_and_panel_follow_a_queued_job_to_running(labhub, browser, tm
         sync_api.expect(task.locator(".jp-ComputeHub-name")).to_contain_text(f"sweep {tasks[0]}[4-5]",
                                                                               timeout=30_000)
         sync_api.expect(page.locator(f".jp-ComputeHub-workload[data-workload-id='{tasks[1]}']")).to_have_count(0)
-        # Change… on the row: every waiting task of the array, in one request.
+        # Change… on the row: every task of the array in the row's state (held), in one request.
         task.locator(".jp-ComputeHub-change-open").click()
-        sync_api.expect(form.locator("h3")).to_have_text(
-            f"Change sweep {tasks[0]}[4-5] (every waiting task of its array)")
+        sync_api.expect(form.locator("h3")).to_have_text(f"Change sweep {tasks[0]}[4-5] (its 2 held tasks)")
         limit_in.fill("20m")
         whole = f"/computehub/workloads/{tasks[0]}"
         with page.expect_request(lambda req: req.method == "PATCH" and req.url.split("?")[0].endswith(whole)) as sent:
             form.locator(".jp-ComputeHub-change-apply").click()
-        assert re.search(r"\?tasks=all(&|$)", sent.value.url) and sent.value.post_data_json == {"time_limit": 1200}
+        assert re.search(r"\?tasks=all&state=held(&|$)", sent.value.url), sent.value.url
+        assert sent.value.post_data_json == {"time_limit": 1200}
         sync_api.expect(form).to_be_hidden()
         assert [workload(hub, t)["time_limit"] for t in tasks] == [1200, 1200]
         release = task.locator(".jp-ComputeHub-release")

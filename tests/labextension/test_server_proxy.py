@@ -184,7 +184,10 @@ async def test_change_one_of_mine_after_trying_it(jp_fetch, hub):
     changes = "send any of name, queue, resources, time_limit"
     for query, payload, words in (({}, {"priority": "batch"}, changes), ({}, {}, changes),
                                   ({"dry_run": "maybe"}, {"time_limit": 60}, "dry_run is true or false"),
-                                  ({"tasks": "some"}, {"time_limit": 60}, "tasks one or all")):
+                                  ({"tasks": "some"}, {"time_limit": 60}, "tasks one or all"),
+                                  # the row's state goes through to the service, which judges it
+                                  ({"tasks": "all", "state": "running"}, {"time_limit": 60},
+                                   "any of pending, held, awaiting_approval")):
         code, body = await fetch(jp_fetch, "workloads", w["id"], method="PATCH", params=query,
                                  body=json.dumps(payload))
         assert code == 400 and words in body["message"], body          # only what the form sends

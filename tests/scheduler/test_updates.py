@@ -249,3 +249,20 @@ def test_the_tasks_of_an_array_changed_together_share_nothing():
 def test_a_gap_is_said_in_whole_minutes_as_time_takes_them():
     assert [minutes(x) for x in (59, 60, 3599, 3600, 6000, 86400 + 4 * 3600 + 59)] == [
         "0m", "1m", "59m", "1h", "1h40m", "1d4h"]
+
+
+def test_the_tasks_of_an_array_waiting_in_one_state_change_alone():
+    s = cluster(nodes=1, gpus=1)
+    tasks = s.submit({"user": "ada", "queue": "a", "kind": "batch", "resources": {"gpu": 1}, "time_limit": 3600,
+                      "array": "0-3", "hold": True}, now=0)
+    s.release(tasks[0].id, now=1, actor="ada")
+    s.release(tasks[1].id, now=1, actor="ada")
+    s.cycle(now=2)
+    assert [s.get(t.id).state for t in tasks] == [ADMITTED, PENDING, HELD, HELD]
+    changed = s.update_array(tasks[0].id, {"time_limit": 600}, now=3, actor="ada", states=(HELD,))
+    assert [t.id for t in changed] == [tasks[2].id, tasks[3].id]      # the held row only
+    assert [s.get(t.id).time_limit for t in tasks] == [3600, 3600, 600, 600]
+    with pytest.raises(ValidationError, match="waiting states only"):
+        s.update_array(tasks[0].id, {"time_limit": 600}, now=4, states=(ADMITTED,))
+    with pytest.raises(Conflict, match=r"is waiting \(awaiting_approval\)"):
+        s.update_array(tasks[0].id, {"time_limit": 600}, now=4, states=("awaiting_approval",))
