@@ -292,6 +292,11 @@ class PendingPage(AdminPage):
         # Held work is out of line (no position): what keeps it back, said apart.
         held = sched.workloads(states=(HELD,))
         held_rows = array_rows([dict(views.workload(w), reason=sched.waits_for(w)) for w in held])
+        held_by_id = {w.id: w for w in held}
+        for d in [d for d in held_rows if held_by_id[d["id"]].after][:EXPLAIN_MAX]:
+            e = await svc.explanation(held_by_id[d["id"]])      # from when what it runs after ends
+            d.update(eta_seconds=e.get("eta_seconds"), eta_reason=e.get("eta_reason"),
+                     eta_earliest=e.get("eta_earliest", False))
         return {"rows": rows, "explain_max": EXPLAIN_MAX, "held": held_rows, "held_count": len(held),
                 "pending_tasks": len(pending)}
 

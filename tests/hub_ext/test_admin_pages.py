@@ -122,6 +122,9 @@ def test_admin_edits_quota_and_drains_node(admin_hub, browser, tmp_path):
             held = page.locator("#held-work")
             sync_api.expect(held.locator(f"#w-{third} .reason")).to_have_text(
                 f"runs after {second} finishes (it is pending)")
+            # ... and when it would start: once the second gang (from ~2 h, for 2 h) has finished.
+            sync_api.expect(held.locator(f"#w-{third}")).to_contain_text(re.compile(r"in (4 h 0 min|3 h 59 min)"))
+            sync_api.expect(held.locator(f"#w-{third}")).to_contain_text("if what it runs after finishes")
             sync_api.expect(held.locator(f"#w-{fourth} .reason")).to_contain_text("held by alice: held at submission")
             sync_api.expect(page.locator(f"#pending-work #w-{third}")).to_have_count(0)
             # A job array's tasks that wait together are one line, here and among the pending.
