@@ -184,7 +184,7 @@ class WorkloadHandler(_OneWorkload):
                                                          "the line ahead): try it again in a moment")
             self.service.dry_runs[caller.name] = at
             kept = await self.service.explanation(w) if w.state == PENDING or w.after else None
-            then, before, after = await self.service.estimates.settle(
+            (then, before, after), _ = await self.service.estimates.settle(
                 preview_steps(sched, w.id, changes, sched.clock(), kept))
             return self.write_json({**views.workload(then), "dry_run": True, "explanation": after,
                                     "explanation_before": before})

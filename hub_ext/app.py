@@ -83,6 +83,11 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Mail, Dead
                                 "cycle_min_interval, no later than cycle_interval). Cycles walk all pending "
                                 "work, so with a long backlog this keeps the API answering; a lone change "
                                 "after a quiet spell is not delayed by it.")
+    estimate_reuse = Float(10.0, config=True, help=(
+        "A waiting workload's explanation (its start estimate, a simulation of the line ahead) is made "
+        "again on the next cycle, or, if it took long to make, once this many times as long as it took "
+        "has passed: an estimate of 9 s (held work behind a line of 15,000) is redone every 90 s, not "
+        "every cycle. A multiple of the time it took; 0 = every cycle."))
     long_poll_max = Float(30.0, config=True,
                           help="Longest a GET workloads/{id}?wait=S holds its answer, in seconds (at most "
                                "30); a longer wait is cut to this. Each held request is one open connection.")

@@ -45,6 +45,10 @@ class ServiceConfig(StrictConfig):
     def _cycle_pauses(self, proposal):
         return check_number(f"{S}.{proposal.trait.name}", proposal.value, low=0, unit="seconds")
 
+    @validate("estimate_reuse")
+    def _estimate_reuse(self, proposal):
+        return check_number(f"{S}.estimate_reuse", proposal.value, low=0, unit="times as long as it took")
+
     @validate("url")
     def _url_ok(self, proposal):
         return check_url(f"{S}.url (--url; default $JUPYTERHUB_SERVICE_URL)", proposal.value)

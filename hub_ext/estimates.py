@@ -10,7 +10,10 @@ so the loop goes on answering meanwhile. One thread, because a simulation is pur
 second would only split the same core while doubling what waits on the loop's turn.
 
 An explanation is made at most once a cycle per workload, and at most one is in the making
-for a workload at a time: whoever asks while it is made waits for the same one.
+for a workload at a time: whoever asks while it is made waits for the same one. One that took
+long to make is kept beyond its cycle, for ``estimate_reuse`` times as long as it took (its
+``eta_seconds`` counted again from now): held work behind a line of 15,000 takes seconds to
+estimate, and redoing that each cycle would keep the thread from everyone else's.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 from scheduler.estimate import Steps
 from scheduler.explain import explain_steps
@@ -27,31 +31,44 @@ class Estimates:
     def __init__(self, service):
         self.service = service
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="computehub-estimate")
-        self._kept: dict[str, tuple[int, asyncio.Future]] = {}     # workload -> (cycle, its explanation)
+        self._kept: dict[str, Kept] = {}
 
     async def settle(self, steps: Steps):
         """Drive a generator of estimates (``explain_steps``, ``preview_steps``): what it does
-        between them runs here, on the loop; each estimate's simulation in the worker thread."""
+        between them runs here, on the loop; each estimate's simulation in the worker thread.
+        Returns (its value, the seconds its simulations took)."""
         loop = asyncio.get_running_loop()
+        took = 0.0
         try:
             est = next(steps)
             while True:
                 t0 = time.perf_counter()
                 result = await loop.run_in_executor(self.pool, est.run)
+                took += time.perf_counter() - t0
                 self.service.metrics.estimate.observe(time.perf_counter() - t0)
                 est = steps.send(result)
         except StopIteration as done:
-            return done.value
+            return done.value, took
 
     async def explanation(self, w) -> dict:
-        """``w``'s explanation: this cycle's, the one being made, or a new one."""
-        cycle = self.service.cycles
-        hit = self._kept.get(w.id)
-        if hit is None or (hit[0] != cycle and hit[1].done()):
-            hit = self._kept[w.id] = (cycle, asyncio.ensure_future(self._explain(w)))
-        return await asyncio.shield(hit[1])
+        """``w``'s explanation: this cycle's, the one being made, one still fresh for what it cost
+        (``estimate_reuse``), or a new one."""
+        svc = self.service
+        k = self._kept.get(w.id)
+        if k is None or (k.future.done() and (k.state != w.state or not self._fresh(k))):
+            k = self._kept[w.id] = Kept(svc.cycles, w.state, time.monotonic(), asyncio.ensure_future(self._explain(w)))
+        e, _ = await asyncio.shield(k.future)
+        if e.get("eta") is not None:        # kept a while: its seconds count from now
+            e = {**e, "eta_seconds": max(0.0, e["eta"] - svc.sched.clock())}
+        return e
 
-    async def _explain(self, w) -> dict:
+    def _fresh(self, k: "Kept") -> bool:
+        if k.future.cancelled() or k.future.exception() is not None:
+            return False
+        took = k.future.result()[1]
+        return k.cycle == self.service.cycles or time.monotonic() - k.at < self.service.estimate_reuse * took
+
+    async def _explain(self, w) -> tuple[dict, float]:
         try:
             return await self.settle(explain_steps(self.service.sched, w, self.service.sched.clock()))
         except BaseException:
@@ -59,9 +76,18 @@ class Estimates:
             raise
 
     def new_cycle(self) -> None:
-        """Forget explanations already made (they describe the cycle before); those still being
-        made are kept until they are done, so that no second one starts beside them."""
-        self._kept = {k: v for k, v in self._kept.items() if not v[1].done()}
+        """Forget explanations the cycle made stale: those already made, unless still fresh for
+        what they cost; those still being made are kept until they are done, so that no second
+        one starts beside them."""
+        self._kept = {i: k for i, k in self._kept.items() if not k.future.done() or self._fresh(k)}
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+@dataclass
+class Kept:
+    cycle: int                  # the cycle it was asked for in
+    state: str                  # the workload's state then (one that has changed since is made again)
+    at: float                   # when it was asked for (time.monotonic)
+    future: asyncio.Future      # (the explanation, seconds its simulation took)

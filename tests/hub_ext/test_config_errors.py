@@ -60,6 +60,7 @@ CASES = [
     (C + "cycle_interval = 0", ["ComputeHubService.cycle_interval must be greater than 0 (seconds)"]),
     (C + "cycle_interval = -5", ["cycle_interval", "-5"]),
     (C + "cycle_delay = -1", ["ComputeHubService.cycle_delay must be at least 0"]),
+    (C + "estimate_reuse = -2", ["ComputeHubService.estimate_reuse must be at least 0"]),
     (C + "stop_deadline = -60", ["ComputeHubService.stop_deadline must be at least 0 (seconds)"]),
     (C + 'start_deadline = "1h"', ["ComputeHubService.start_deadline", "'1h'"]),
     (C + 'db_url = "not a url"', ["ComputeHubService.db_url", "is not a database URL", "postgresql+psycopg"]),
