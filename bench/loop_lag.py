@@ -15,7 +15,6 @@ longest stall (the worst lateness of a tick) and ticks per second during the que
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import statistics
 import sys
@@ -28,12 +27,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from prometheus_client import CollectorRegistry, Histogram  # noqa: E402
-from results_file import machine, save  # noqa: E402
-from scale import Workbench  # noqa: E402
+import long_line  # noqa: E402
 from hub_ext.estimates import Estimates  # noqa: E402
 from scheduler.explain import explain, explain_steps  # noqa: E402
 
-RESULTS = ROOT / "bench" / "results"
 TICK = 0.005
 WAYS = ("on the loop (before)", "worker thread (now)")
 
@@ -92,12 +89,7 @@ async def _measure(wb, repeat: int) -> dict:
 
 
 def measure(nodes: int, pending: int, repeat: int) -> dict:
-    wb = Workbench(nodes)
-    wb.submit(pending + nodes * 8)          # enough to fill the cluster and leave `pending` waiting
-    for _ in range(3):
-        wb.cycle()
-        wb.churn(0.05, pending)
-    wb.cycle()
+    wb = long_line.churned(nodes, pending)
     rows = asyncio.run(_measure(wb, repeat))
     return {"nodes": nodes, "pending": len(wb.sched.state.pending), "repeat": repeat, "rows": rows}
 
@@ -117,18 +109,7 @@ def report(r: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--nodes", type=int, default=1000, help="eight-GPU nodes")
-    ap.add_argument("--pending", type=int, default=10000, help="workloads waiting")
-    ap.add_argument("--repeat", type=int, default=5, help="runs of each way per job (medians shown)")
-    ap.add_argument("--json", metavar="FILE", default=str(RESULTS / "loop_lag.json"))
-    args = ap.parse_args(argv)
-    if args.nodes < 1 or args.pending < 10 or args.repeat < 1:
-        raise SystemExit("bench/loop_lag.py: --nodes at least 1, --pending at least 10, --repeat at least 1")
-    results = {"machine": machine(), **measure(args.nodes, args.pending, args.repeat)}
-    print(report(results))
-    save(results, args.json)
-    return 0
+    return long_line.main("loop_lag", __doc__, measure, report, argv)
 
 
 if __name__ == "__main__":

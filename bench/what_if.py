@@ -16,7 +16,6 @@ makes both (two).
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -26,21 +25,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from results_file import machine, save  # noqa: E402
-from scale import Workbench  # noqa: E402
+import long_line  # noqa: E402
 from scheduler.explain import explain  # noqa: E402
 
-RESULTS = ROOT / "bench" / "results"
 WAYS = ("position query", "dry run (kept explanation)", "dry run (both simulated)")
 
 
 def measure(nodes: int, pending: int, repeat: int) -> dict:
-    wb = Workbench(nodes)
-    wb.submit(pending + nodes * 8)          # enough to fill the cluster and leave `pending` waiting
-    for _ in range(3):
-        wb.cycle()
-        wb.churn(0.05, pending)
-    wb.cycle()
+    wb = long_line.churned(nodes, pending)
     s, now = wb.sched, wb.now
     order = s.engine.order()
     rows = {}
@@ -75,18 +67,7 @@ def report(r: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--nodes", type=int, default=1000, help="eight-GPU nodes")
-    ap.add_argument("--pending", type=int, default=10000, help="workloads waiting")
-    ap.add_argument("--repeat", type=int, default=5, help="runs of each way per job (medians shown)")
-    ap.add_argument("--json", metavar="FILE", default=str(RESULTS / "what_if.json"))
-    args = ap.parse_args(argv)
-    if args.nodes < 1 or args.pending < 10 or args.repeat < 1:
-        raise SystemExit("bench/what_if.py: --nodes at least 1, --pending at least 10, --repeat at least 1")
-    results = {"machine": machine(), **measure(args.nodes, args.pending, args.repeat)}
-    print(report(results))
-    save(results, args.json)
-    return 0
+    return long_line.main("what_if", __doc__, measure, report, argv)
 
 
 if __name__ == "__main__":

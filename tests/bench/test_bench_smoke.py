@@ -200,14 +200,20 @@ def test_bench_errors_are_one_line(args, words):
         assert w in text
 
 
-def test_bench_loop_lag_through_the_cli(tmp_path):
-    """A short run of bench/loop_lag.py: both ways timed, with the loop's stalls, at three places in line."""
-    out = tmp_path / "loop_lag.json"
-    r = subprocess.run([computehub(), "bench", "loop-lag", "--nodes", "20", "--pending", "60", "--repeat", "1",
+def _long_line_bench(name: str, tmp_path):
+    """A short run of one of bench/long_line.py's benchmarks: (the run, its JSON), rows at three places."""
+    out = tmp_path / f"{name}.json"
+    r = subprocess.run([computehub(), "bench", name, "--nodes", "20", "--pending", "60", "--repeat", "1",
                         "--json", str(out)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-3000:]
     data = json.loads(out.read_text())
     assert list(data["rows"]) == ["front", "a quarter down", "halfway"]
+    return r, data
+
+
+def test_bench_loop_lag_through_the_cli(tmp_path):
+    """A short run of bench/loop_lag.py: both ways timed, with the loop's stalls, at three places in line."""
+    r, data = _long_line_bench("loop-lag", tmp_path)
     for row in data["rows"].values():
         for way in ("on the loop (before)", "worker thread (now)"):
             m = row[way]
@@ -219,12 +225,7 @@ def test_bench_loop_lag_through_the_cli(tmp_path):
 
 def test_bench_what_if_through_the_cli(tmp_path):
     """A short run of bench/what_if.py: each way timed for jobs at three places in the line."""
-    out = tmp_path / "what_if.json"
-    r = subprocess.run([computehub(), "bench", "what-if", "--nodes", "20", "--pending", "60", "--repeat", "1",
-                        "--json", str(out)], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-3000:]
-    data = json.loads(out.read_text())
-    assert list(data["rows"]) == ["front", "a quarter down", "halfway"]
+    r, data = _long_line_bench("what-if", tmp_path)
     assert data["rows"]["front"]["position"] < data["rows"]["halfway"]["position"] <= data["pending"]
     assert all(row[way] > 0 for row in data["rows"].values() for way in
                ("position query", "dry run (kept explanation)", "dry run (both simulated)"))
