@@ -148,7 +148,9 @@ describe('status bar', () => {
     expect(queuedSummary(wl({ state: 'held', explanation: { eta_seconds: 600 } }))).toBe(
       'Held: runs after other jobs · ~10 min'
     );
-    expect(queuedSummary(wl({ state: 'held', explanation: { eta_seconds: null } }))).toBe('Held: runs after other jobs');
+    expect(queuedSummary(wl({ state: 'held', explanation: { eta_seconds: null } }))).toBe(
+      'Held: runs after other jobs'
+    );
     // Hold what waits; release my own hold, never an admin's.
     expect(holdAction(wl({ state: 'pending' }))).toBe('hold');
     expect(holdAction(wl({ state: 'held' }))).toBe('hold'); // held for what it runs after only
