@@ -2,7 +2,8 @@
 Kubernetes' ``dryRun``): the workload as ``update`` would make it, refused as ``update`` would
 refuse it, and, for work in line, its place and start estimate by the same simulation that
 ``explain`` makes. Work held only by a hold is estimated as if released now, with the change
-and without; work that runs after other work, from when that ends (estimate.py). Nothing is changed, in memory or in the store.
+and without; work that runs after other work, from when that ends (estimate.py). Nothing is
+changed, in memory or in the store.
 
 So a user who waits can ask "with 2 GPUs instead of 4, or a 30-minute limit, when would it
 start?" and change it only if the answer is better.
