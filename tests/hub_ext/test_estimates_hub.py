@@ -34,7 +34,8 @@ def _estimates(hub) -> tuple[float, float]:
 
 
 def test_the_service_answers_others_while_it_simulates_a_deep_start_estimate(fresh_hub):
-    fresh_hub.extra = "\nc.ComputeHubService.cycle_interval = 2.0\n"
+    # Each explanation made again on each cycle (estimate_reuse 0): the second part counts them.
+    fresh_hub.extra = "\nc.ComputeHubService.cycle_interval = 2.0\nc.ComputeHubService.estimate_reuse = 0\n"
     hub = fresh_hub.start()
     deep = _long_line(hub)[-4:]
     time.sleep(2.5)                              # a cycle has seen them all
