@@ -45,6 +45,13 @@ def settle(steps: Steps):
         return done.value
 
 
+def eta_fields(eta: float | None, why: str, borrows: bool, now: float) -> dict:
+    """An explanation's start estimate: ``eta``, ``eta_seconds`` (from ``now``), ``eta_earliest``
+    (a lower bound: it would start on borrowed GPUs, later than now) and ``eta_reason``."""
+    return {"eta": eta, "eta_seconds": None if eta is None else max(0.0, eta - now),
+            "eta_earliest": bool(borrows and eta is not None and eta > now), "eta_reason": why}
+
+
 def estimate_start(sched, target: Workload, now: float, order=None) -> Result:
     """Simulate forward until ``target`` is admitted (both steps at once)."""
     return Estimate(sched, target, now, order).run()

@@ -13,7 +13,7 @@ goes first, and the simulation cannot know of it.
 from __future__ import annotations
 
 from .blockers import CAPACITY, NO_NODE, RESERVED, Blocker
-from .estimate import Estimate, Steps, settle
+from .estimate import Estimate, Steps, eta_fields, settle
 from .model import HELD, PENDING, Workload
 from .resources import GPU, fmt_amount
 
@@ -37,11 +37,7 @@ def explain_steps(sched, w: Workload, now: float) -> Steps:
     if w.state == HELD:
         out["reason"] = sched.waits_for(w)
         if w.after:         # work held by a hold alone has no time to join the line at
-            chain = sched.dependency_chain(w)
-            eta, why, _, borrows = (None, chain, None, False) if isinstance(chain, str) else \
-                (yield Estimate(sched, w, now, held=chain))
-            out.update(eta=eta, eta_seconds=None if eta is None else max(0.0, eta - now),
-                       eta_earliest=bool(borrows and eta is not None), eta_reason=why)
+            out.update((yield from held_eta_steps(sched, w, now)))
         return out
     if w.state != PENDING:
         out["reason"] = w.reason or w.state
@@ -64,14 +60,21 @@ def explain_steps(sched, w: Workload, now: float) -> Steps:
         out["reason"] = blocker.text(w, gap=reserved_gap(sched, blocker, now)) + \
             (_borrow_only(sched, w, now) if blocker.code in (CAPACITY, RESERVED) else "")
         out["blocker"] = blocker.to_dict()
-    out["eta"] = eta
-    out["eta_seconds"] = None if eta is None else max(0.0, eta - now)
-    out["eta_earliest"] = bool(borrows and eta is not None and eta > now)
+    out.update(eta_fields(eta, why, borrows, now))
     if out["eta_earliest"]:
-        why += (f"; at the earliest: it would start on GPUs beyond queue {w.queue}'s guarantee, "
-                "so work other queues are owed and submit before then goes first")
-    out["eta_reason"] = why
+        out["eta_reason"] += (f"; at the earliest: it would start on GPUs beyond queue {w.queue}'s guarantee, "
+                              "so work other queues are owed and submit before then goes first")
     return out
+
+
+def held_eta_steps(sched, w: Workload, now: float, target: Workload | None = None) -> Steps:
+    """Held ``w`` that runs after other work: its start estimate from when that ends
+    (``eta_fields``), or why there is none. ``target``: ``w`` as a change would make it (a dry run)."""
+    chain = sched.dependency_chain(w)
+    if isinstance(chain, str):
+        return eta_fields(None, chain, False, now)
+    eta, why, _, borrows = yield Estimate(sched, target or w, now, held=chain)
+    return eta_fields(eta, why, borrows, now)
 
 
 def reserved_gap(sched, blocker: Blocker, now: float) -> float | None:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import copy
 
-from .estimate import Estimate, Steps, settle
-from .explain import explain_steps, positions
+from .estimate import Estimate, Steps, eta_fields, settle
+from .explain import explain_steps, held_eta_steps, positions
 from .model import HELD, PENDING, Workload
 from .updates import asks_more
 
@@ -65,20 +65,14 @@ def standing_steps(sched, w: Workload, now: float, note: str = "") -> Steps:
     eta, why, blocker, borrows = yield Estimate(sched, w, now, order)
     return {"id": w.id, "state": PENDING, "queue": w.queue, "priority": w.priority,
             "position_in_queue": qpos, "queue_length": qlen, "position": pos, "pending": total,
-            "eta": eta, "eta_seconds": None if eta is None else max(0.0, eta - now),
-            "eta_earliest": bool(borrows and eta is not None and eta > now),
-            "eta_reason": f"{why} ({note})" if note else why,
+            **eta_fields(eta, f"{why} ({note})" if note else why, borrows, now),
             "reason": blocker.text(w) if blocker is not None else "nothing would hold it back"}
 
 
 def held_steps(sched, w: Workload, then: Workload, now: float) -> Steps:
     """When held ``w``, changed to ``then``, would start once what it runs after ends."""
-    chain = sched.dependency_chain(w)
-    eta, why, _, borrows = (None, chain, None, False) if isinstance(chain, str) else \
-        (yield Estimate(sched, then, now, held=chain))
     return {"id": w.id, "state": HELD, "queue": then.queue, "priority": then.priority, "reason": sched.waits_for(w),
-            "eta": eta, "eta_seconds": None if eta is None else max(0.0, eta - now),
-            "eta_earliest": bool(borrows and eta is not None), "eta_reason": why}
+            **(yield from held_eta_steps(sched, w, now, then))}
 
 
 def _copy(w: Workload) -> Workload:
