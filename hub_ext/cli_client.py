@@ -19,7 +19,8 @@ from traitlets import Bool, Enum, Int, Unicode
 from scheduler.ledger import OWNED
 
 from .cli import Command, UsageError
-from .cli_client_arrays import ARRAY_FLAG, array_words, by_index, cancel_hint, collapse, name_of
+from .cli_client_arrays import (ARRAY_FLAG, STATE_FLAG, array_words, by_index, cancel_hint, collapse, name_of,
+                                states_of)
 from .cli_each import act_on_arrays, for_each_id, printable, report  # noqa: F401 (printable: for the others)
 from .client import ComputeHubClient, ComputeHubError
 
@@ -291,11 +292,13 @@ class CancelApp(ClientCommand):
 computehub cancel w0000042
 computehub cancel w0000042 w0000043
 computehub cancel --array w0000050          # every task of the array still waiting or running
+computehub cancel --array w0000050 --state pending   # its tasks in line; those running go on
 computehub cancel 'w0000050[7]'              # task 7 of that array
 """
     positional, usage_args = -1, "one or more workload ids"
     array = Bool(False, help=ARRAY_FLAG).tag(config=True)
-    aliases = dict(ClientCommand.aliases)
+    state = Unicode("", help=STATE_FLAG).tag(config=True)
+    aliases = {**ClientCommand.aliases, "state": "CancelApp.state"}
     flags = {"array": ({"CancelApp": {"array": True}}, ARRAY_FLAG)}
 
     def run(self, *ids):
@@ -303,9 +306,9 @@ computehub cancel 'w0000050[7]'              # task 7 of that array
             then = "  (it is being stopped; its GPUs return once it has)" if w["state"] == "cancelling" else ""
             return f"{w['id']}  {w['state']}{then}"
 
-        ch = self.client()
+        states, ch = states_of(self.state, self.array), self.client()
         if self.array:
-            return act_on_arrays(ch, ids, "cancel")
+            return act_on_arrays(ch, ids, "cancel", states=states)
         return for_each_id(ids, by_index(ch, ch.cancel), line)
 
 

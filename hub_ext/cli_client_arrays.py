@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from .cli import UsageError
 from .client import ComputeHubError
 
 WAITING = ("held", "pending", "awaiting_approval")
@@ -14,6 +15,8 @@ TASK = re.compile(r"^w?(\d{1,12})\[(\d{1,6})\]\Z")
 ARRAY = re.compile(r"^w?(\d{1,12})(\[\])?\Z")
 DONE = {"cancel": "cancelled", "hold": "held", "release": "released", "approve": "approved", "reject": "rejected"}
 ARRAY_FLAG = "The ids name job arrays (the id of an array's first task): act on each of its tasks."
+STATE_FLAG = ("With --array: only the tasks now in these states, commas between them, e.g. 'pending' or "
+              "'held,pending' (Slurm's scancel --state).")
 
 
 def array_id(text: str) -> str:
@@ -21,6 +24,20 @@ def array_id(text: str) -> str:
     tasks), as the service writes it: ``w0000050``; anything else as it is (the service says)."""
     m = ARRAY.match(text.strip())
     return f"w{int(m.group(1)):07d}" if m else text
+
+
+def states_of(text: str, array: bool, allowed: tuple[str, ...] = LIVE) -> tuple[str, ...] | None:
+    """``--state``'s states (None: not given), each one of ``allowed``; UsageError saying what is
+    wrong (also for --state without --array: one workload is acted on whatever its state)."""
+    given = tuple(dict.fromkeys(s.strip().lower().replace(" ", "_") for s in text.split(",") if s.strip()))
+    if not given:
+        return None
+    if not array:
+        raise UsageError("--state picks tasks of job arrays: give --array too")
+    unknown = [s for s in given if s not in allowed]
+    if unknown:
+        raise UsageError(f"--state: {unknown[0]!r} is not a state it may pick; one or more of {', '.join(allowed)}")
+    return given
 
 
 def array_words(w: dict) -> str:

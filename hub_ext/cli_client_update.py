@@ -8,7 +8,7 @@ from traitlets import Bool, Unicode
 
 from .cli import UsageError
 from .cli_client import ClientCommand, gpus_of, human_duration, parse_duration
-from .cli_client_arrays import by_index
+from .cli_client_arrays import WAITING, by_index, states_of
 from .cli_each import for_each_id, printable
 
 NONE = ("none", "any", "")
@@ -17,6 +17,8 @@ TEST_ONLY = ("Change nothing: say where it would stand with the change (place in
              "beside where it stands now (Slurm's sbatch --test-only).")
 WHOLE_ARRAY = ("The ids name job arrays (the id of an array's first task, or any task's): change every task of "
                "it still waiting, in one go (its running tasks go on as they are).")
+WAITING_STATE = ("With --array: change only its tasks now in these states, commas between them: held, pending "
+                 "or awaiting_approval (e.g. 'held': a panel row's).")
 
 
 class UpdateApp(ClientCommand):
@@ -31,6 +33,7 @@ computehub update w0000042 --gpus 2 --memory 32Gi     # asked for too much: keep
 computehub update w0000042 --time 30m                 # a shorter limit may start sooner (backfill)
 computehub update w0000042 --gpus 2 --test-only       # when would it start with 2? nothing changes
 computehub update --array w0000050 --memory 16Gi      # every waiting task of the array
+computehub update --array w0000050 --state held --time 2h   # only its held tasks
 computehub update w0000042 --queue vision --priority preemptible
 """
     positional, usage_args = -1, "one or more workload ids"
@@ -49,11 +52,13 @@ computehub update w0000042 --queue vision --priority preemptible
     priority = Unicode("", help="Move it to this priority class (its wait counts from now).").tag(config=True)
     workload_name = Unicode("", help="A new name (text).").tag(config=True)
     array = Bool(False, help=WHOLE_ARRAY).tag(config=True)
+    state = Unicode("", help=WAITING_STATE).tag(config=True)
     test_only = Bool(False, help=TEST_ONLY).tag(config=True)
     aliases = {**ClientCommand.aliases, "gpus": "UpdateApp.gpus", "cpu": "UpdateApp.cpu",
                "memory": "UpdateApp.memory", "workers": "UpdateApp.workers", "gpu-model": "UpdateApp.gpu_model",
                "time": "UpdateApp.time_limit", "checkpoint-every": "UpdateApp.checkpoint_every",
-               "queue": "UpdateApp.queue", "priority": "UpdateApp.priority", "name": "UpdateApp.workload_name"}
+               "queue": "UpdateApp.queue", "priority": "UpdateApp.priority", "name": "UpdateApp.workload_name",
+               "state": "UpdateApp.state"}
     flags = {**ClientCommand.flags, "array": ({"UpdateApp": {"array": True}}, WHOLE_ARRAY),
              "test-only": ({"UpdateApp": {"test_only": True}}, TEST_ONLY)}
 
@@ -64,12 +69,13 @@ computehub update w0000042 --queue vision --priority preemptible
                              "priority": self.priority, "name": self.workload_name})
 
     def run(self, *ids):
-        changes, ch = self.changes(), self.client()
+        changes, states = self.changes(), states_of(self.state, self.array, WAITING)
         if self.test_only and self.array:
             raise UsageError("--test-only tries the change on one workload: name a task instead of --array")
+        ch = self.client()
 
         def act(wid):
-            return ch.update(wid, whole_array=self.array, dry_run=self.test_only, **changes)
+            return ch.update(wid, whole_array=self.array, dry_run=self.test_only, states=states, **changes)
 
         def line(w):
             return json.dumps(w) if self.json else result_line(w)     # JSON: one object a line, one an id
@@ -111,7 +117,8 @@ def result_line(w: dict) -> str:
     if w.get("dry_run"):
         return (f"{w['id']}  with the change: queue {w['queue']}, {gpus_of(w)}, {limit}; "
                 f"{standing(w['explanation'])} (now: {standing(w['explanation_before'])}); nothing changed")
-    tasks = f" ({len(w['tasks'])} waiting tasks of array {w['array']['id']})" if w.get("tasks") else ""
+    n = len(w.get("tasks") or ())
+    tasks = f" ({n} waiting task{'s' if n != 1 else ''} of array {w['array']['id']})" if n else ""
     reason = f"  ({printable(w['reason'])})" if w.get("reason") else ""
     return f"{w['id']}  {w['state']}  queue {w['queue']}, {gpus_of(w)}, {limit}{tasks}{reason}"
 

@@ -196,15 +196,16 @@ class ComputeHubClient:
         return self.request("DELETE", f"workloads/{quote(str(workload_id), safe='')}")
 
     def update(self, workload_id: str, whole_array: bool = False, gpus: int | None = None, cpu=None,
-               memory=None, dry_run: bool = False, **changes) -> dict:
+               memory=None, dry_run: bool = False, states=None, **changes) -> dict:
         """Change waiting work (running work: its name, checkpoint_every, a shorter time_limit): the
         fields of ``PATCH api/v1/workloads/{id}`` (resources, workers, gpu_model, time_limit,
         checkpoint_every, queue, priority, name); ``gpus``, ``cpu`` and ``memory`` change single
-        entries of its resources. ``whole_array``: every waiting task of its job array. ``dry_run``:
-        change nothing, answer what it would be, with ``explanation`` (its place and start then)
-        beside ``explanation_before``."""
-        return self.request("PATCH", f"workloads/{quote(str(workload_id), safe='')}",
-                            params={"tasks": "all" if whole_array else None, "dry_run": "true" if dry_run else None},
+        entries of its resources. ``whole_array``: every waiting task of its job array (``states``,
+        e.g. ``["held"]``: only those in one of them). ``dry_run``: change nothing, answer what it
+        would be, with ``explanation`` (its place and start then) beside ``explanation_before``."""
+        params = {"tasks": "all" if whole_array else None, "dry_run": "true" if dry_run else None,
+                  "state": list(states) if states else None}
+        return self.request("PATCH", f"workloads/{quote(str(workload_id), safe='')}", params=params,
                             body=_with_resources(changes, gpus, cpu, memory))
 
     def hold(self, workload_id: str, reason: str = "") -> dict:
@@ -225,11 +226,13 @@ class ComputeHubClient:
         return self.request("POST", f"workloads/{quote(str(workload_id), safe='')}/array-limit",
                             body={"limit": limit})
 
-    def array_action(self, workload_id: str, action: str, reason: str = "") -> dict:
+    def array_action(self, workload_id: str, action: str, reason: str = "", states=None) -> dict:
         """Cancel, hold, release, approve or reject every task of the job array ``workload_id``
-        belongs to that the action applies to, at once (``reason``: for hold and reject)."""
-        return self.request("POST", f"workloads/{quote(str(workload_id), safe='')}/array-action",
-                            body={"action": action, **({"reason": reason} if reason else {})})
+        belongs to that the action applies to, at once (``reason``: for hold and reject;
+        ``states``, e.g. ``["pending"]``: only the tasks now in one of them)."""
+        body = {"action": action, **({"reason": reason} if reason else {}),
+                **({"states": list(states)} if states else {})}
+        return self.request("POST", f"workloads/{quote(str(workload_id), safe='')}/array-action", body=body)
 
     def report_checkpoint(self, workload_id: str, at: float | None = None, on_stop: bool = False) -> dict:
         """Running work saved a checkpoint (at ``at``, a UNIX time; default now); ``on_stop``:

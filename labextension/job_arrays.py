@@ -14,12 +14,13 @@ import urllib.parse
 from .jobs import TERMINAL, Client, Job, JobError
 
 
-def act_on_array(client: Client, array_id: str, action: str, reason: str = "") -> dict:
-    """``action`` (cancel, hold, release) on each task of a job array it applies to, in one
-    request: ``{"array", "action", "tasks": [ids acted on], "states": {id: state}, "refused":
-    {id: why it was left as it was}}``."""
+def act_on_array(client: Client, array_id: str, action: str, reason: str = "", states=None) -> dict:
+    """``action`` (cancel, hold, release) on each task of a job array it applies to (``states``:
+    and that is now in one of them), in one request: ``{"array", "action", "tasks": [ids acted
+    on], "states": {id: state}, "refused": {id: why it was left as it was}}``."""
     return client.request("POST", f"workloads/{urllib.parse.quote(array_id, safe='')}/array-action",
-                          {"action": action, **({"reason": reason} if reason else {})})
+                          {"action": action, **({"reason": reason} if reason else {}),
+                           **({"states": list(states)} if states else {})})
 
 
 class JobArray(list):
@@ -60,17 +61,18 @@ class JobArray(list):
                 raise JobError(f"array {self.id}: {len(live)} of {len(tasks)} tasks still live after {timeout:g} s")
             time.sleep(every)
 
-    def _act(self, action: str, reason: str = "") -> dict:
+    def _act(self, action: str, reason: str = "", states=None) -> dict:
         try:
-            return act_on_array(self.client, self.id, action, reason)
+            return act_on_array(self.client, self.id, action, reason, states)
         except JobError as e:
             if e.status in (404, 409):      # no task left that it applies to: nothing to do
                 return {"array": self.id, "action": action, "tasks": [], "states": {}, "refused": {}}
             raise
 
-    def cancel(self) -> dict:
-        """Cancel every task still waiting or running: ``{"tasks": [ids], "states": {id: state}, ...}``."""
-        return self._act("cancel")
+    def cancel(self, states=None) -> dict:
+        """Cancel every task still waiting or running (``states``, e.g. ``["pending"]``: only those
+        now in one of them): ``{"tasks": [ids], "states": {id: state}, ...}``."""
+        return self._act("cancel", states=states)
 
     def hold(self, reason: str = "") -> dict:
         """Hold back every task that waits and is not held back already."""

@@ -185,10 +185,13 @@ class Client:
     def release(self, workload_id: str) -> dict:
         return self.request("POST", f"workloads/{urllib.parse.quote(workload_id, safe='')}/release", {})
 
-    def update(self, workload_id: str, changes: dict, whole_array: bool = False, dry_run: bool = False) -> dict:
-        """Change waiting work (``PATCH workloads/{id}``: resources, time_limit, queue, name, ...)."""
+    def update(self, workload_id: str, changes: dict, whole_array: bool = False, dry_run: bool = False,
+               states=None) -> dict:
+        """Change waiting work (``PATCH workloads/{id}``: resources, time_limit, queue, name, ...;
+        ``states``: with ``whole_array``, only the tasks waiting in one of them)."""
         return self.request("PATCH", f"workloads/{urllib.parse.quote(workload_id, safe='')}", changes,
-                            {"tasks": "all" if whole_array else None, "dry_run": "true" if dry_run else None})
+                            {"tasks": "all" if whole_array else None, "dry_run": "true" if dry_run else None,
+                             "state": list(states) if states else None})
 
     def set_mail(self, workload_id: str, mail) -> dict:
         """What live work mails its owner about from now on (``"end,fail"``; ``[]``: nothing)."""

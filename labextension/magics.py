@@ -20,8 +20,9 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display
 
 from hub_ext.cli import UsageError as CommandLineMistake
-from hub_ext.cli_client_arrays import array_id, array_line, collapse, name_of, task_resolver
-from hub_ext.cli_client_update import changes_from, result_line
+from hub_ext.cli_client_arrays import (STATE_FLAG, WAITING, array_id, array_line, collapse, name_of, states_of,
+                                      task_resolver)
+from hub_ext.cli_client_update import WAITING_STATE, changes_from, result_line
 from hub_ext.log_follow import ended_line, follow
 
 from . import jobs as J
@@ -68,6 +69,17 @@ def _on_ids(*extra):
             f = a(f)
         return magic_arguments()(f)
     return wrap
+
+
+def _states(args, allowed=None) -> tuple[str, ...] | None:
+    """``--state``'s states, checked as the CLI checks them (None: not given)."""
+    try:
+        return states_of(getattr(args, "state", "") or "", args.array, *(allowed,) if allowed else ())
+    except CommandLineMistake as e:
+        raise UsageError(str(e)) from None
+
+
+STATE = argument("--state", default="", help=STATE_FLAG)
 
 
 @magics_class
@@ -290,10 +302,12 @@ class ComputeHubMagics(Magics):
             return
         if not args.ids:
             raise UsageError(f"%{fn.__name__} needs one or more job ids, e.g. %{fn.__name__} w0000042")
+        states = _states(args)
         if args.array:
             for array in args.ids:
                 try:
-                    out = act_on_array(self.client(), array_id(array), fn.__name__, getattr(args, "reason", ""))
+                    out = act_on_array(self.client(), array_id(array), fn.__name__, getattr(args, "reason", ""),
+                                       states)
                 except J.JobError as e:
                     self._fail(e)
                     continue
@@ -308,7 +322,7 @@ class ComputeHubMagics(Magics):
             except (J.JobError, LookupError) as e:
                 self._fail(e)
 
-    @_on_ids()
+    @_on_ids(STATE)
     @line_magic
     def cancel(self, line):
         """Cancel jobs: waiting ones leave the queue, running ones are stopped (SIGTERM, then kill)."""
@@ -344,7 +358,8 @@ class ComputeHubMagics(Magics):
         ("checkpoint-every", "How often it saves a checkpoint (30m, 1h)."), ("queue", "Another queue."),
         ("priority", "Another priority class."), ("name", "A new name."))),
         argument("--test-only", action="store_true", help="Change nothing: say where it would stand and "
-                                                          "when it would start with the change."))
+                                                          "when it would start with the change."),
+        argument("--state", default="", help=WAITING_STATE))
     @line_magic
     def update(self, line):
         """Change waiting jobs: GPUs, memory, time limit, queue, class or name (docs/cli.md, "update")."""
@@ -359,11 +374,12 @@ class ComputeHubMagics(Magics):
             raise UsageError(str(e)) from None
         if args.test_only and args.array:
             raise UsageError("--test-only tries the change on one job: name a task instead of --array")
+        states = _states(args, WAITING)
         resolve = (lambda a: array_id(a)) if args.array else \
             task_resolver(lambda array: self.client().array_tasks(array))
         for wid in args.ids:
             try:
-                print(result_line(self.client().update(resolve(wid), changes, args.array, args.test_only)))
+                print(result_line(self.client().update(resolve(wid), changes, args.array, args.test_only, states)))
             except (J.JobError, LookupError) as e:
                 self._fail(e)
 

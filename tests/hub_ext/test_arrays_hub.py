@@ -236,3 +236,36 @@ def test_a_big_arrays_tasks_are_not_each_simulated_for_the_stream_and_the_landin
     for x in waiting[1:]:
         assert x["eta_reason"] == "not estimated for work this far down the line" and x["eta_seconds"] is None, x
         assert x["position"] > waiting[0]["position"] and x["reason"], x
+
+
+def test_state_picks_which_of_an_arrays_tasks_are_changed_or_cancelled(hub, submitted):  # noqa: F811
+    """``--state`` (Slurm's ``scancel --state``): cancel an array's tasks in line and let its running
+    ones go on; change its held tasks only. The installed CLI through the real hub and proxy."""
+    w = json.loads(ok(cli(hub, "alice", "submit", *SMALL, "--array", "0-3%1", "--name", "sweep", "--json")))
+    ids = w["tasks"]
+    submitted.extend(("alice", t) for t in ids)
+    until(hub, "alice", ids[0], ("admitted", "running"))
+    ok(cli(hub, "alice", "hold", ids[3], "--reason", "later"))
+
+    out = ok(cli(hub, "alice", "update", "--array", w["id"], "--state", "held", "--name", "sweep-late")).strip()
+    assert out.startswith(f"{ids[3]}  held ") and f"(1 waiting task of array {w['id']})" in out, out
+    names = {t: hub.call("GET", f"/workloads/{t}", hub.tokens["alice"]).json()["name"] for t in ids}
+    assert names == {ids[0]: "sweep", ids[1]: "sweep", ids[2]: "sweep", ids[3]: "sweep-late"}, names
+
+    out = ok(cli(hub, "alice", "cancel", "--array", w["id"], "--state", "pending")).strip()
+    assert out == f"array {w['id']}: cancelled 2 tasks ({ids[1]}, {ids[2]}): 2 cancelled", out
+    states = [hub.call("GET", f"/workloads/{t}", hub.tokens["alice"]).json()["state"] for t in ids]
+    assert states[1:] == ["cancelled", "cancelled", "held"] and states[0] in ("admitted", "running"), states
+
+    # Nothing left in that state, a state it may not pick, --state without --array: one line, exit 2,
+    # and nothing touched.
+    line = one_line_error(cli(hub, "alice", "cancel", "--array", w["id"], "--state", "pending"))
+    assert f"job array {w['id']} has no tasks still live and not being stopped already among those pending (2 live: " in line, line
+    line = one_line_error(cli(hub, "alice", "update", "--array", w["id"], "--state", "pending", "--time", "1h"))
+    assert f"no task of job array {w['id']} is waiting (pending)" in line, line
+    line = one_line_error(cli(hub, "alice", "update", "--array", w["id"], "--state", "running", "--time", "1h"))
+    assert "--state: 'running' is not a state it may pick; one or more of held, pending, awaiting_approval" in line
+    line = one_line_error(cli(hub, "alice", "cancel", ids[3], "--state", "held"))
+    assert "--state picks tasks of job arrays: give --array too" in line, line
+    states = [hub.call("GET", f"/workloads/{t}", hub.tokens["alice"]).json()["state"] for t in (ids[0], ids[3])]
+    assert states[1] == "held" and states[0] in ("admitted", "running"), states

@@ -247,6 +247,9 @@ def test_serve_forwards_without_hub_credentials_and_lets_admins_in(setup):
     ("%submit --after w1:soon write.py", "'w1:soon' is not a workload id"),
     ("%logs --tail 0 w1", "--tail must be from 1 to 100000"),
     ("%submit --mail end write.py", "this ComputeHub sends no mail (its admin sets"),   # the magic passes it on
+    ("%cancel --state pending w1", "--state picks tasks of job arrays: give --array too"),
+    ("%update --array w1 --state running --time 1h", "--state: 'running' is not a state it may pick; one or more "
+                                                     "of held, pending, awaiting_approval"),
 ])
 def test_bad_arguments_give_one_clear_line(setup, line, says):
     _, _, k = setup
@@ -416,6 +419,10 @@ def test_a_job_array_runs_each_index_at_most_n_at_a_time(setup):
     assert out["stdout"].strip() == f"array {later}: released 3 tasks ({', '.join(tasks)}): 3 pending", out
     out = k.run(f"%hold --array {later} --reason again")
     assert out["stdout"].startswith(f"array {later}: held "), out        # those not started meanwhile
+    out = k.run(f"%update --array {later} --state held --name late")       # only the tasks held again
+    assert re.match(rf"w\d+  held  queue \S+, 0, no limit \(\d waiting tasks? of array {later}\)", out["stdout"]), out
+    out = k.run("print(sorted({(t['state'] == 'held', t['name'] == 'late') for t in later.tasks()}))")
+    assert out["stdout"].strip() in ("[(True, True)]", "[(False, False), (True, True)]"), out
     out = k.run("answer = later.release()\nprint(sorted(set(answer['states'].values())), answer['refused'])")
     assert out["stdout"].split() == ["['pending']", "{}"], out
     out = k.run(f"%cancel --array {later}")
@@ -425,6 +432,13 @@ def test_a_job_array_runs_each_index_at_most_n_at_a_time(setup):
                         r"no tasks waiting and not held already \(1 live: 1 cancelling\))", out["stderr"].strip()), out
     out = k.run("print(later.cancel()['tasks'])")     # from Python: nothing left is nothing to do
     assert out["stdout"].strip() == "[]", out
+    out = k.run("kept = %submit --gpus 0 --array 0-1 --hold task.py\nprint(kept.id)")
+    kept = out["stdout"].strip()
+    out = k.run(f"%cancel --array {kept} --state pending")               # --state: only those in line
+    assert out["stderr"].strip() == (f"computehub: job array {kept} has no tasks still live and not being stopped "
+                                     "already among those pending (2 live: 2 held)"), out
+    out = k.run("print(kept.cancel(states=['held'])['tasks'] == [t.id for t in kept])")
+    assert out["stdout"].strip() == "True", out
     out = k.run("%submit --gpus 0 --array 0-x task.py")
     assert "array: '0-x' is not an index or a range" in out["stderr"], out
 
