@@ -181,7 +181,8 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Mail, Dead
             handlers.append(logging.FileHandler(self.audit_log_file))
         self.audit = AuditEmitter(handlers)
         self.audit.start_after(self.sched.store.last_event_id())
-        self.positions: dict[str, tuple[int, int]] = {}
+        self.positions: dict[str, tuple[int, int]] = {}      # the last cycle's: id -> (in line, in its queue)
+        self.line_lengths: tuple[int, dict[str, int]] = (0, {})     # and how long the line, each queue's
         self.cycles = 0
         self._last_cycle = 0.0
         self._last_cycle_seconds = 0.0
@@ -301,7 +302,7 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Mail, Dead
             q = pending[wid].queue
             per_queue[q] = per_queue.get(q, 0) + 1
             positions[wid] = (n, per_queue[q])
-        self.positions = positions
+        self.positions, self.line_lengths = positions, (len(order), per_queue)
         self.estimates.new_cycle()
         self.audit.emit_new(self.sched.store)
         self._notify()

@@ -59,6 +59,11 @@ class Estimates:
         e, _ = await asyncio.shield(k.future)
         if e.get("eta") is not None:        # kept a while: its seconds count from now
             e = {**e, "eta_seconds": max(0.0, e["eta"] - svc.sched.clock())}
+        if k.cycle != svc.cycles and "position" in e and w.id in svc.positions:
+            # Kept from an earlier cycle (estimate_reuse): its place in line is this cycle's.
+            (pos, in_queue), (total, per_queue) = svc.positions[w.id], svc.line_lengths
+            e = {**e, "position": pos, "position_in_queue": in_queue, "pending": total,
+                 "queue_length": per_queue.get(w.queue, in_queue)}
         return e
 
     def _fresh(self, k: "Kept") -> bool:

@@ -68,3 +68,23 @@ def test_a_costly_explanation_is_kept_across_cycles_until_its_workload_changes(t
     assert first["eta_seconds"] - kept["eta_seconds"] >= 0.2 and abs(kept["eta_seconds"] - (ends - time.time())) < 1
     assert made(svc) == 1
     assert started["state"] == "admitted" and "eta" not in started    # its state changed: made again
+
+
+def test_a_kept_explanation_tells_the_place_in_line_of_the_cycle_it_is_asked_in(tmp_path):
+    svc = service(tmp_path, estimate_reuse=1e9)
+    running, ahead = line(svc)
+    s = svc.sched
+    behind = s.submit({"user": "ada", "queue": "a", "resources": {"gpu": 1}, "time_limit": 600})
+    svc.run_cycle()
+
+    async def asks():
+        first = await svc.explanation(behind)
+        s.cancel(ahead.id)                                # the one ahead leaves the line
+        svc.run_cycle()
+        return first, await svc.explanation(s.get(behind.id))
+
+    first, kept = asyncio.run(asks())
+    assert made(svc) == 1                                 # kept, not made again
+    assert (first["position"], first["position_in_queue"], first["pending"], first["queue_length"]) == (2, 2, 2, 2)
+    assert (kept["position"], kept["position_in_queue"], kept["pending"], kept["queue_length"]) == (1, 1, 1, 1)
+    assert kept["eta"] == first["eta"]                    # the estimate itself is the one kept
