@@ -14,10 +14,34 @@ NODES = "register or change nodes (custom:computehub:nodes or custom:computehub:
 
 class MeHandler(BaseHandler):
     async def get(self):
+        self.write_json({**self.caller.to_dict(), **mail_of(self.service, self.caller)})
+
+
+def mail_of(svc, caller) -> dict:
+    """``mail``: whether work of mine may ask for mail (hub_ext/mail.py; the lab panel offers it only
+    then); where it goes, whether that is an address I gave, and in which domains I may give one."""
+    user = caller.kind == "user"
+    to = svc.address_of(caller.name) if svc.mails and user else ""
+    return {"mail": bool(to), "mail_address": to, "mail_address_own": bool(to and svc.own_address(caller.name)),
+            "mail_user_domains": list(svc.mail_user_domains) if svc.mails and user else []}
+
+
+class MeMailAddressHandler(BaseHandler):
+    """``PUT me/mail-address`` ``{"address": "ada@lab.example.org"}``: where my mail goes from now on,
+    in a domain the admin allows (mail_addresses.py); ``""``: back to the admin's address."""
+
+    async def put(self):
         caller, svc = self.caller, self.service
-        # Whether work of mine may ask for mail (hub_ext/mail.py): the lab panel offers it only then.
-        mail = bool(svc.mails and caller.kind == "user" and svc.address_of(caller.name))
-        self.write_json({**caller.to_dict(), "mail": mail})
+        if caller.kind != "user":
+            raise APIError(403, "forbidden", "only a hub user has a mail address here, not a service")
+        body = self.json_body()
+        if set(body) != {"address"}:
+            raise ValidationError('send {"address": "ada@lab.example.org"}, or {"address": ""} to go back to the '
+                                  "admin's address")
+        if not (svc.smtp_host or svc.mail_maildir):
+            raise ValidationError("this ComputeHub sends no mail (its admin sets ComputeHubService.smtp_host)")
+        svc.set_own_address(caller.name, body["address"], actor=caller.name)
+        self.write_json({"name": caller.name, **mail_of(svc, caller)})
 
 
 def counts(sched) -> dict:

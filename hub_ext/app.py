@@ -204,6 +204,7 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Mail, Dead
         name = r"(?P<name>[^/]+)"
         handlers = [
             (api + r"/me", A.MeHandler),
+            (api + r"/me/mail-address", A.MeMailAddressHandler),
             (api + r"/workloads", W.WorkloadsHandler),
             (api + r"/workloads/status", S.StatusBatchHandler),
             (api + rf"/workloads/{wid}", W.WorkloadHandler),

@@ -103,6 +103,8 @@ computehub simulate --trace sample --policy sjf --json
         "hold": ("hub_ext.cli_client_holds.HoldApp", "Keep waiting workloads from starting until released."),
         "release": ("hub_ext.cli_client_holds.ReleaseApp", "Let held workloads join the line."),
         "mail": ("hub_ext.cli_client_holds.MailApp", "What a live workload mails you about (ID TYPES)."),
+        "mail-address": ("hub_ext.cli_client_holds.MailAddressApp",
+                         "Where your mail goes; give your own address where the admin allows ([ADDRESS|none])."),
         "array-limit": ("hub_ext.cli_client_holds.ArrayLimitApp",
                         "How many of a job array's tasks may run at a time (ID N)."),
         "run": ("hub_ext.cli_client_jobs.RunApp", "Run a command as a training job through the queue (-- COMMAND)."),

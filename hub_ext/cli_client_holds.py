@@ -1,6 +1,6 @@
-"""``computehub hold``, ``computehub release``, ``computehub array-limit`` and ``computehub mail``: keep
-waiting work from starting, let it go, say how many of a job array's tasks may run at a time, and
-what live work mails about."""
+"""``computehub hold``, ``computehub release``, ``computehub array-limit``, ``computehub mail`` and
+``computehub mail-address``: keep waiting work from starting, let it go, say how many of a job
+array's tasks may run at a time, what live work mails about, and where the mail goes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from traitlets import Bool, Unicode
 from .cli import UsageError
 from .cli_client import ClientCommand, for_each_id
 from .cli_client_arrays import ARRAY_FLAG, by_index
-from .cli_each import act_on_arrays
+from .cli_each import act_on_arrays, printable
 
 
 class HoldApp(ClientCommand):
@@ -104,3 +104,47 @@ computehub mail w0000042 none
         each = f" (each of the array's {tasks} live tasks)" if w.get("array") else ""
         print(f"{w['id']}  {w['state']}  mail: {mail}{each}")
         return None
+
+
+class MailAddressApp(ClientCommand):
+    name = "computehub mail-address"
+    description = ("computehub mail-address [ADDRESS | none]: where ComputeHub's mails about your work go. With "
+                   "no argument, say where; with an address in a domain the admin allows, send them there from "
+                   "now on (Slurm's --mail-user); 'none' goes back to the address the admin set for you.")
+    examples = """
+computehub mail-address                            # where my mail goes
+computehub mail-address ada@lab.example.org
+computehub mail-address none                       # the admin's address again
+"""
+    positional, usage_args = -1, ""
+    aliases = dict(ClientCommand.aliases)
+    flags = dict(ClientCommand.flags)
+
+    def args(self) -> list[str]:
+        if len(self.extra_args) > 1:
+            raise UsageError(f"unexpected argument {self.extra_args[1]!r}: give one address, or none "
+                             f"(see '{self.name} --help')")
+        return list(self.extra_args)
+
+    def run(self, address: str | None = None):
+        ch = self.client()
+        if address is None:
+            me = ch.me()
+        else:
+            me = ch.set_mail_address("" if address.strip().lower() == "none" else address)
+        if self.json:
+            return self.emit(me)
+        print(mail_address_line(me))
+        return None
+
+
+def mail_address_line(me: dict) -> str:
+    """``mail goes to ada@lab.example.org (yours; ...)`` or why none goes anywhere."""
+    domains = me.get("mail_user_domains") or []
+    choose = ("any domain" if "*" in domains else ", ".join(domains)) if domains else ""
+    if not me.get("mail_address"):
+        return "no mail address: " + (f"give yours, in {choose}" if choose else "this ComputeHub mails you nowhere "
+                                      "(its admin sets where mail goes)")
+    whose = "yours" if me.get("mail_address_own") else "the admin's"
+    other = f"; you may give another in {choose}" if choose else ""
+    return f"mail goes to {printable(me['mail_address'])} ({whose}{other})"

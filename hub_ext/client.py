@@ -175,6 +175,11 @@ class ComputeHubClient:
     def me(self) -> dict:
         return self._get("me")
 
+    def set_mail_address(self, address: str) -> dict:
+        """Where my mail goes from now on: an address in a domain the admin allows (``me()``'s
+        ``mail_user_domains``); "" for the admin's address again."""
+        return self.request("PUT", "me/mail-address", body={"address": address})
+
     def submit(self, gpus: int | None = None, cpu=None, memory=None, **spec) -> dict:
         """Submit a workload: the fields of ``POST api/v1/workloads`` (kind, resources, queue,
         priority, workers, gpu_model, time_limit, checkpoint_every, name, ...); ``gpus``, ``cpu`` and ``memory``

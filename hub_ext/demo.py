@@ -110,6 +110,7 @@ class DemoApp(Command):
             # Mail that jobs ask for (--mail end) lands in this Maildir: a file per mail in mail/new/.
             c.ComputeHubService.mail_maildir = {str(data / "mail")!r}
             c.ComputeHubService.mail_address = "{{user}}@demo.invalid"
+            c.ComputeHubService.mail_user_domains = ["demo.invalid"]    # computehub mail-address me@lab.demo.invalid
             """) + self.launcher_config(data))
         groups = {g: {"users": us} for g, us in TEAMS.items()}
         spawner_token = secret_file(data / "spawner_token")

@@ -27,6 +27,7 @@ from scheduler.errors import StoreUnavailable, ValidationError
 from scheduler.mail_types import BEGIN, END, FAIL, MAIL, REQUEUE
 from scheduler.model import LIVE, TERMINAL
 
+from .mail_addresses import OwnMailAddresses
 from .mail_compose import array_mail, message, workload_mail
 
 STATE_KEY = "mail_state"    # meta: {"after": event id, "begun": [array ids], "ended": [array ids],
@@ -36,7 +37,7 @@ BATCH = 1000                # events read per round at most
 KEEP_ARRAYS = 1000          # array ids remembered in each of begun / ended
 
 
-class Mail(HasTraits):
+class Mail(OwnMailAddresses, HasTraits):
     """Needs ``sched`` (its store) and ``log``; ``mail_loop`` runs beside the service."""
 
     # For the metrics (metrics_health.py): mails the server took, and refused, since the start;
@@ -121,11 +122,17 @@ class Mail(HasTraits):
 
     @property
     def mails(self) -> bool:
-        return bool((self.smtp_host or self.mail_maildir) and (self.mail_address or self.mail_addresses))
+        return bool((self.smtp_host or self.mail_maildir)
+                    and (self.mail_address or self.mail_addresses or self.mail_user_domains))
+
+    def admins_address(self, user: str) -> str:
+        """The address the admin's settings make for ``user`` ("" for none)."""
+        return self.mail_addresses.get(user) or (self.mail_address.format(user=user) if self.mail_address else "")
 
     def address_of(self, user: str) -> str:
-        """The user's mail address ("" for none)."""
-        return self.mail_addresses.get(user) or (self.mail_address.format(user=user) if self.mail_address else "")
+        """Where ``user``'s mail goes: the address they gave (mail_addresses.py), else the admin's;
+        "" for none."""
+        return self.own_address(user) or self.admins_address(user)
 
     def check_mail_wanted(self, spec: dict) -> None:
         """A submission asking for mail that could not be sent is refused, not silently unmailed
@@ -136,8 +143,10 @@ class Mail(HasTraits):
             raise ValidationError("this ComputeHub sends no mail (its admin sets ComputeHubService.smtp_host "
                                   "and mail_address); leave out mail")
         if not self.address_of(spec["user"]):
+            yours = (": give yours with computehub mail-address ADDRESS, in "
+                     f"{', '.join(self.mail_user_domains)}" if self.mail_user_domains else "")
             raise ValidationError(f"ComputeHub knows no mail address for {spec['user']} (its admin sets "
-                                  "ComputeHubService.mail_address or mail_addresses); leave out mail")
+                                  f"ComputeHubService.mail_address or mail_addresses){yours}; {'or ' if yours else ''}leave out mail")
 
     def smtp_connect(self) -> smtplib.SMTP:
         port = self.smtp_port or (465 if self.smtp_security == "tls" else 25)

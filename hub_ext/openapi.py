@@ -74,7 +74,13 @@ def document(version: str) -> dict:
         },
         "security": [{"hubToken": []}],
         "paths": {
-            "/api/v1/me": {"get": _op("Who the caller is and what they may do", _ok("#/components/schemas/Me"))},
+            "/api/v1/me": {"get": _op("Who the caller is and what they may do; `mail`: whether their work may "
+                                      "ask for mail, `mail_address`: where it goes", _ok("#/components/schemas/Me"))},
+            "/api/v1/me/mail-address": {"put": _op(
+                "Where the caller's mail goes from now on: an address of their own in a domain the admin allows "
+                "(`mail_user_domains`, in GET me; Slurm's --mail-user); \"\" goes back to the admin's address. 400 "
+                "for an address that is not one or not in those domains, or where users may not choose; 403 "
+                "for a service", _ok("#/components/schemas/Me"), body="#/components/schemas/MailAddressChange")},
             "/api/v1/workloads": {
                 "get": _op("List the workloads the caller may see", _ok("#/components/schemas/WorkloadList"),
                            params=[_q("state", {"type": "array", "items": {"type": "string", "enum": list(STATES)}},

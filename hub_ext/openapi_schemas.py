@@ -20,7 +20,17 @@ def schemas() -> dict:
     return {
         "Error": {"type": "object", "required": ["error", "message"],
                   "properties": {"error": {"type": "string"}, "message": {"type": "string"}}},
-        "Me": {"type": "object"},
+        "Me": {"type": "object", "properties": {
+            "mail": {"type": "boolean", "description": "whether the caller's work may ask for mail"},
+            "mail_address": {"type": "string", "description": "where the caller's mail goes (\"\": nowhere)"},
+            "mail_address_own": {"type": "boolean", "description": "whether that is an address the caller gave"},
+            "mail_user_domains": {"type": "array", "items": {"type": "string"},
+                                  "description": "domains the caller may give an address in ('*': any; "
+                                                 "[]: the admin's address only)"}}},
+        "MailAddressChange": {"type": "object", "additionalProperties": False, "required": ["address"],
+                              "properties": {"address": {"type": "string", "maxLength": 254,
+                                                         "description": "e.g. ada@lab.example.org; \"\": the "
+                                                                        "admin's address again"}}},
         "Hold": {"type": "object", "additionalProperties": False, "properties": {
             "reason": {"type": "string", "maxLength": 500, "description": "why it is held, shown with it"}}},
         "ArrayLimitChange": {"type": "object", "additionalProperties": False, "required": ["limit"],

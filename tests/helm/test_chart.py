@@ -141,7 +141,7 @@ def test_mail_is_off_by_default_and_one_block_of_values_sets_it_up(tmp_path):
     objs = render(tmp_path, values={"service": {"mail": {
         "smtpHost": "smtp.example.org", "smtpPort": 587, "security": "starttls", "username": "computehub",
         "passwordSecret": "smtp", "address": "{user}@example.org", "from": "ComputeHub <ch@example.org>",
-        "addresses": {"octocat": "octo@lab.example.org"}, "perUserHour": 20,
+        "addresses": {"octocat": "octo@lab.example.org"}, "perUserHour": 20, "userDomains": ["lab.example.org"],
         "link": "https://hub.example.org/services/computehub/"}}})
     (tmp_path / "on.json").write_text(config_files(objs)["computehub_config.json"])
     app = ComputeHubService()
@@ -150,7 +150,7 @@ def test_mail_is_off_by_default_and_one_block_of_values_sets_it_up(tmp_path):
         "smtp.example.org", 587, "starttls", "computehub")
     assert (app.mail_address, app.mail_from) == ("{user}@example.org", "ComputeHub <ch@example.org>")
     assert app.address_of("octocat") == "octo@lab.example.org" and app.address_of("ada") == "ada@example.org"
-    assert app.mail_per_user_hour == 20
+    assert app.mail_per_user_hour == 20 and app.mail_user_domains == ["lab.example.org"]
     env = {e["name"]: e for e in pod_spec(one(objs, "Deployment", component="service"))["containers"][0]["env"]}
     assert env["COMPUTEHUB_SMTP_PASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": "smtp", "key": "smtp-password"}
     assert "COMPUTEHUB_SMTP_PASSWORD" not in env_of(render(tmp_path), "service")
@@ -423,6 +423,7 @@ def test_optional_parts_can_be_left_out(tmp_path):
     (["priorityClasses.values.training=0"], "/priorityClasses/values/training"),
     (["service.mail.address=team@example.org"], "/service/mail/address"),
     (["service.mail.security=ssl"], "/service/mail/security"),
+    (["service.mail.userDomains={not a domain}"], "/service/mail/userDomains/0"),
 ])
 def test_bad_values_are_refused_with_what_is_wrong(tmp_path, sets, message):
     with pytest.raises(ChartError) as e:

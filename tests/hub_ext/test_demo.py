@@ -106,6 +106,8 @@ def test_demo_runs_the_platform_and_stops_cleanly(tmp_path):
         (mail,) = [p.read_text() for p in inbox.iterdir()]
         assert f"Subject: [ComputeHub] mailed ({r.json()['id']}) was cancelled" in mail, mail
         assert "To: admin@demo.invalid" in mail, mail
+        me = requests.get(base + "/services/computehub/api/v1/me", headers=h, timeout=10).json()
+        assert (me["mail_address"], me["mail_user_domains"]) == ("admin@demo.invalid", ["demo.invalid"]), me
     finally:
         proc.send_signal(signal.SIGINT)          # Ctrl-C on the demo: it stops the hub, which stops the rest
         try:

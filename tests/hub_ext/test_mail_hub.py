@@ -22,6 +22,10 @@ SMALL = ("--kind", "batch", "--gpus", "0", "--cpu", "100m")
 def test_a_hub_that_sends_no_mail_refuses_a_job_asking_for_it(hub):
     line = one_line_error(cli(hub, "alice", "submit", *SMALL, "--mail", "end"))
     assert "this ComputeHub sends no mail (its admin sets ComputeHubService.smtp_host and mail_address)" in line
+    said = ok(cli(hub, "alice", "mail-address")).strip()
+    assert said == "no mail address: this ComputeHub mails you nowhere (its admin sets where mail goes)", said
+    line = one_line_error(cli(hub, "alice", "mail-address", "alice@example.org"))
+    assert "this ComputeHub sends no mail (its admin sets ComputeHubService.smtp_host)" in line, line
 
 
 def test_my_job_mails_me_when_it_starts_and_ends(tmp_path):
@@ -29,7 +33,8 @@ def test_my_job_mails_me_when_it_starts_and_ends(tmp_path):
     port = free_port()
     smtp = Controller(inbox, hostname="127.0.0.1", port=port)
     smtp.start()
-    config = mail_config(port, mail_from='"ComputeHub <computehub@example.org>"')
+    config = mail_config(port, mail_from='"ComputeHub <computehub@example.org>"',
+                         mail_user_domains='["lab.example.org"]')
     try:
         with RealHub(tmp_path, extra_service_config=config) as hub:
             line = one_line_error(cli(hub, "alice", "submit", *SMALL, "--mail", "end,finish"))
@@ -83,6 +88,37 @@ def test_my_job_mails_me_when_it_starts_and_ends(tmp_path):
                 'computehub_mails_total{result="refused"} 0.0' in text and \
                 'computehub_mails_total{result="over_limit"} 0.0' in text and \
                 "computehub_mail_backlog_seconds 0.0" in text
+
+            # Her own address, in a domain the admin allows (Slurm's --mail-user), then the admin's again.
+            said = ok(cli(hub, "alice", "mail-address")).strip()
+            assert said == "mail goes to alice@example.org (the admin's; you may give another in lab.example.org)"
+            said = ok(cli(hub, "alice", "mail-address", "Alice.W@Lab.Example.org")).strip()
+            assert said == "mail goes to Alice.W@lab.example.org (yours; you may give another in lab.example.org)"
+            for bad, says in (("eve@elsewhere.org", "ComputeHub mails addresses in lab.example.org only, not in "
+                                                    "elsewhere.org"),
+                              ("alice@lab.example.org\nBcc: eve@elsewhere.org", "is not a mail address")):
+                line = one_line_error(cli(hub, "alice", "mail-address", bad))
+                assert says in line, line
+            r = hub.call("PUT", "/me/mail-address", hub.tokens["alice"], json={"address": "a@lab.example.org", "cc": 1})
+            assert r.status_code == 400 and 'send {"address": ' in r.json()["message"], r.text
+            r = hub.call("PUT", "/me/mail-address", hub.launcher_token, json={"address": "l@lab.example.org"})
+            assert r.status_code == 403 and "not a service" in r.json()["message"], r.text
+            me = hub.call("GET", "/me", hub.tokens["bob"]).json()          # hers alone
+            assert (me["mail_address"], me["mail_address_own"]) == ("bob@example.org", False), me
+            own = ok(cli(hub, "alice", "submit", *SMALL, "--name", "own", "--mail", "end")).split()[0]
+            until(hub, "alice", own, ("admitted",))
+            r = hub.call("POST", f"/workloads/{own}/status", hub.launcher_token, json={"state": "finished"})
+            assert r.status_code == 200, r.text
+            deadline = time.monotonic() + 60
+            while len(inbox.mails) < 4 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert inbox.subjects()[3:] == [f"[ComputeHub] own ({own}) finished"]
+            assert inbox.mails[3]["To"] == "Alice.W@lab.example.org"
+            said = ok(cli(hub, "alice", "mail-address", "none")).strip()
+            assert said.startswith("mail goes to alice@example.org (the admin's"), said
+            audit = hub.call("GET", "/audit?kind=mail_address_set", hub.tokens["ada"]).json()
+            assert [(e["data"]["user"], e["data"]["after"]) for e in audit["events"]] == [
+                ("alice", "Alice.W@lab.example.org"), ("alice", "")], audit
     finally:
         smtp.stop()
 
