@@ -96,6 +96,7 @@ class ServiceClient:
             if w.get("kind") == "inference" and self.serve_prefix:
                 w["serve_url"] = f"{self.serve_prefix.rstrip('/')}/serve/{quote(w['id'])}/"
         return {"user": user, "workloads": workloads + ended, "mail": bool(me.get("mail")),
+                "mail_address": me.get("mail_address") or "",
                 "queues": my_queues(queues["queues"], me, workloads)}
 
     async def _detail(self, wid: str) -> dict | None:

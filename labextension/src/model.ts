@@ -63,8 +63,9 @@ export interface WorkloadsReport {
   workloads: Workload[];
   queues: QueueUsage[];
   this_workload: string | null;
-  /** Whether the service can mail me (my work may ask for mail). */
+  /** Whether the service can mail me (my work may ask for mail), and to which address. */
   mail?: boolean;
+  mail_address?: string;
 }
 
 export interface GpuDevice {

@@ -274,6 +274,8 @@ export class ComputeHubPanel extends Widget {
       const b = el('button', 'jp-ComputeHub-button jp-ComputeHub-mail', 'Mail at end');
       b.setAttribute('aria-pressed', String(on));
       b.setAttribute('aria-label', `Mail me when ${workloadName(w)} ends`);
+      const to = this.store.report.mail_address;
+      b.title = to ? `Mail ${to} when it ends` : 'Mail me when it ends';
       b.dataset.focusKey = `mail:${w.id}`;
       const next = on ? types.filter(t => t !== 'end') : [...types, 'end'];
       b.onclick = () => void this.perform('change the mail of', w, () => setMail(w.id, next));

@@ -517,6 +517,7 @@ def test_my_settings_choose_which_notifications_and_how_often_lab_looks(labhub, 
         # Going home: "Mail at end" (a toggle) asks the service to mail her when it ends.
         toggle = row.locator(".jp-ComputeHub-mail")
         sync_api.expect(toggle).to_have_attribute("aria-pressed", "false")
+        sync_api.expect(toggle).to_have_attribute("title", "Mail alice@example.org when it ends")
         mail_path = f"/computehub/workloads/{job}/mail"
         with page.expect_request(lambda req: req.url.split("?")[0].endswith(mail_path)) as sent:
             toggle.click()
