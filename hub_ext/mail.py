@@ -8,7 +8,7 @@ what was sent before; a mail server that is down is tried again at the next roun
 first mail not sent (each mail goes at least once). Events younger than ``SETTLE_S`` wait for
 the next round: another transaction may still commit an earlier one. A job array gets one
 mail when its first task starts and one when none of its tasks is live any more, not one
-per task.
+per task, and at most one an hour when its tasks are requeued.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from .mail_addresses import OwnMailAddresses
 from .mail_compose import array_mail, message, workload_mail
 
 STATE_KEY = "mail_state"    # meta: {"after": event id, "begun": [array ids], "ended": [array ids],
+#                                    "requeued": {array id: when its last requeue mail's event was},
 #                                    "recent": {address: [when each mail of the last hour went]}}
 SETTLE_S = 5.0              # events younger than this wait a round (an earlier one may still commit)
 BATCH = 1000                # events read per round at most
@@ -208,7 +209,10 @@ class Mail(OwnMailAddresses, HasTraits):
                         break
                     sent += 1
                     self._mail_recent.setdefault(mail[0], []).append(now)
-                if note is not None:            # ("begun" | "ended", array id)
+                if note is not None and note[0] == "requeued":     # when the array's last such mail went
+                    state["requeued"] = {a: t for a, t in state.get("requeued", {}).items() if t > e.time - 3600}
+                    state["requeued"][note[1]] = e.time
+                elif note is not None:          # ("begun" | "ended", array id)
                     state[note[0]] = [a for a in state[note[0]] if a != note[1]][-KEEP_ARRAYS + 1:] + [note[1]]
                     if note[0] == "ended":
                         state["begun"] = [a for a in state["begun"] if a != note[1]]
@@ -259,8 +263,11 @@ class Mail(OwnMailAddresses, HasTraits):
             wanted = kind in types or (kind == END and FAIL in types and w.state == "failed")
             return ((to, *workload_mail(kind, w, e, self.mail_link)) if wanted else None), None
         aid = w.array["id"]
-        if kind == REQUEUE:
-            return None, None   # a task back in line: the array's end says how it went
+        if kind == REQUEUE:     # a task back in line: one mail an hour at most for the whole array
+            last = state.get("requeued", {}).get(aid)
+            if REQUEUE not in types or aid in state["ended"] or (last is not None and last > e.time - 3600):
+                return None, None
+            return (to, *array_mail(REQUEUE, w, {}, e.time, self.mail_link, e.reason)), ("requeued", aid)
         if kind == BEGIN:
             if aid in state["begun"] or aid in state["ended"] or BEGIN not in types:
                 return None, None

@@ -65,14 +65,21 @@ def workload_mail(kind: str, w, event, service_url: str) -> tuple[str, str]:
     return f"{SUBJECT_PREFIX} {title(w)} {verb}", "\n".join(lines + footer(w, service_url))
 
 
-def array_mail(kind: str, first, counts: dict[str, int], at: float, service_url: str) -> tuple[str, str]:
-    """(subject, body) of a job array's one mail: its first task started (BEGIN), or none of
+def array_mail(kind: str, first, counts: dict[str, int], at: float, service_url: str,
+               reason: str = "") -> tuple[str, str]:
+    """(subject, body) of a job array's one mail: its first task started (BEGIN), a task is back
+    in line (REQUEUE: ``first`` is that task, ``reason`` why; one such mail an hour), or none of
     its tasks is live any more (END: how they ended, the last at ``at``)."""
     aid = first.array["id"]
     name = f"{first.name} {aid}" if first.name else aid
     if kind == BEGIN:
         verb = "started"
         said = f"the first of its {first.array['size']} tasks started at {when(at)}."
+    elif kind == REQUEUE:
+        verb = f"task {first.array['index']} is back in line"
+        said = (f"task {first.array['index']} ({first.id}) is back in line since {when(at)}"
+                f"{': ' + reason if reason else ''}. Other tasks of it that are back in line within the "
+                "hour are not mailed; its last mail says how all its tasks ended.")
     else:
         ended = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
         verb = f"ended ({ended})"

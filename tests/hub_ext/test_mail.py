@@ -151,6 +151,35 @@ def test_a_job_array_mails_once_when_its_first_task_starts_and_once_when_all_hav
     assert m.round(now=50) == 0
 
 
+def test_a_job_arrays_requeued_tasks_mail_at_most_once_an_hour(store_url, smtp):
+    s = sched_on(store_url)
+    m = Mailer(s, smtp.controller.port)
+    tasks = job(s, queue="a", name="grid", now=1, array="0-2", mail="requeue")
+    s.cycle(now=2)
+    for t in tasks:
+        s.mark_running(t.id, now=3)
+    s.mark_finished(tasks[1].id, now=5, exit_code=1, node_lost=True, reason="node n0 lost")    # requeued
+    s.mark_finished(tasks[2].id, now=6, exit_code=1, node_lost=True, reason="node n0 lost")
+    assert m.round(now=20) == 1                                         # one for the array, not two
+    assert smtp.subjects() == [f"[ComputeHub] job array grid {tasks[0].id} task 1 is back in line"]
+    said = " ".join(smtp.mails[0].get_content().split())
+    assert f"task 1 ({tasks[1].id}) is back in line since 1970-01-01 00:00:05 UTC: node n0 lost." in said, said
+    s.cycle(now=30)
+    s.mark_running(tasks[1].id, now=31)
+    s.mark_finished(tasks[1].id, now=40, exit_code=1, node_lost=True, reason="node n0 lost again")
+    assert m.round(now=60) == 0                                         # within the hour of the last
+    s.cycle(now=3700)
+    s.mark_running(tasks[1].id, now=3701)
+    s.mark_finished(tasks[1].id, now=3710, exit_code=1, node_lost=True, reason="node n0 lost once more")
+    assert m.round(now=3720) == 1                                       # an hour on: mailed again
+    assert smtp.subjects()[1] == f"[ComputeHub] job array grid {tasks[0].id} task 1 is back in line"
+    again = Mailer(s, smtp.controller.port)                             # a restart remembers the hour
+    s.cycle(now=3800)
+    s.mark_running(tasks[1].id, now=3801)
+    s.mark_finished(tasks[1].id, now=3810, exit_code=1, node_lost=True, reason="and again")
+    assert again.round(now=3830) == 0 and len(smtp.mails) == 2
+
+
 def test_a_mail_server_that_is_down_gets_the_mail_later_and_a_restart_repeats_nothing(store_url, smtp, caplog):
     s = sched_on(store_url)
     m = Mailer(s, smtp.controller.port, mail_interval=7)
