@@ -130,13 +130,19 @@ def test_begin_fail_and_requeue(store_url, smtp):
     assert "why:        exit code 3: out of memory" in smtp.mails[1].get_content()
 
 
-def test_a_job_array_mails_once_when_its_first_task_starts_and_once_when_all_have_ended(store_url, smtp):
+def running_array(store_url, smtp, mail: str):
+    """A job array "grid" of three tasks asking for ``mail``, all running: (scheduler, mailer, tasks)."""
     s = sched_on(store_url)
     m = Mailer(s, smtp.controller.port)
-    tasks = job(s, queue="a", name="grid", now=1, array="0-2", mail="begin,end")
+    tasks = job(s, queue="a", name="grid", now=1, array="0-2", mail=mail)
     s.cycle(now=2)
     for t in tasks:
         s.mark_running(t.id, now=3)
+    return s, m, tasks
+
+
+def test_a_job_array_mails_once_when_its_first_task_starts_and_once_when_all_have_ended(store_url, smtp):
+    s, m, tasks = running_array(store_url, smtp, "begin,end")
     s.mark_finished(tasks[0].id, now=4)
     assert m.round(now=20) == 1                                         # one begin, not three
     s.mark_finished(tasks[1].id, now=21, exit_code=2, reason="exit code 2")
@@ -152,12 +158,7 @@ def test_a_job_array_mails_once_when_its_first_task_starts_and_once_when_all_hav
 
 
 def test_a_job_arrays_requeued_tasks_mail_at_most_once_an_hour(store_url, smtp):
-    s = sched_on(store_url)
-    m = Mailer(s, smtp.controller.port)
-    tasks = job(s, queue="a", name="grid", now=1, array="0-2", mail="requeue")
-    s.cycle(now=2)
-    for t in tasks:
-        s.mark_running(t.id, now=3)
+    s, m, tasks = running_array(store_url, smtp, "requeue")
     s.mark_finished(tasks[1].id, now=5, exit_code=1, node_lost=True, reason="node n0 lost")    # requeued
     s.mark_finished(tasks[2].id, now=6, exit_code=1, node_lost=True, reason="node n0 lost")
     assert m.round(now=20) == 1                                         # one for the array, not two
