@@ -18,7 +18,7 @@ from .job_logs import read_after, read_tail
 STATES = (*LIVE, *TERMINAL)
 DRY_RUN_GAP = 1.0       # seconds between one caller's dry runs (PATCH ...?dry_run=true)
 SUBMIT_FIELDS = {"name", "queue", "kind", "priority", "resources", "workers", "gpu_model", "time_limit",
-                 "checkpoint_every", "node_selector", "user", "metadata", "after", "hold", "array", "mail"}
+                 "checkpoint_every", "node_selector", "user", "metadata", "after", "hold", "array", "mail", "begin"}
 
 
 class WorkloadsHandler(BaseHandler):

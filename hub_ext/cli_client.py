@@ -10,7 +10,6 @@ be reached. The admin commands (quota, nodes, approvals) are in cli_client_admin
 from __future__ import annotations
 
 import json
-import re
 import time
 from datetime import datetime
 
@@ -22,57 +21,14 @@ from .cli import Command, UsageError
 from .cli_client_arrays import (ARRAY_FLAG, STATE_FLAG, array_words, by_index, cancel_hint, collapse, name_of,
                                 states_of)
 from .cli_each import act_on_arrays, for_each_id, printable, report  # noqa: F401 (printable: for the others)
+from .cli_time import human_duration, parse_begin, parse_duration, parse_when  # noqa: F401 (for the others)
 from .client import ComputeHubClient, ComputeHubError
 
 KINDS = ("training", "batch", "inference", "notebook")
 EXPLAIN_AT_MOST = 50
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 CONNECTION_HELP = ("URL of the ComputeHub service, e.g. https://hub.example.org/services/computehub "
                    "(default: $COMPUTEHUB_URL, else the hub's URL from $JUPYTERHUB_PUBLIC_HUB_URL or "
                    "$JUPYTERHUB_URL + /services/computehub).")
-
-
-def parse_duration(text: str, option: str) -> float:
-    """Seconds from '600', '90m', '2h', '1d', '1h30m'."""
-    t = text.strip().lower()
-    try:
-        seconds = float(t)
-    except ValueError:
-        parts = _DURATION.findall(t)
-        if not parts or _DURATION.sub("", t).strip():
-            raise UsageError(f"{option} expects seconds or a duration like 90m, 2h, 1d, 1h30m; "
-                             f"not {text!r}") from None
-        seconds = sum(float(n) * _UNITS[u] for n, u in parts)
-    if not seconds > 0 or seconds != seconds or seconds == float("inf"):
-        raise UsageError(f"{option} must be more than 0 seconds, not {text!r}")
-    return seconds
-
-
-def parse_when(text: str, option: str, now: float) -> float:
-    """A UNIX time from a duration ago ('7d') or a date ('2025-01-31', '2025-01-31T12:00')."""
-    try:
-        return datetime.fromisoformat(text.strip()).timestamp()
-    except ValueError:
-        pass
-    try:
-        return now - parse_duration(text, option)
-    except UsageError:
-        raise UsageError(f"{option} expects a duration ago like 7d, 12h, 30m or a date like 2025-01-31; "
-                         f"not {text!r}") from None
-
-
-def human_duration(seconds: float | None) -> str:
-    """'45s', '12m', '2h5m', '3d4h'."""
-    if seconds is None:
-        return "-"
-    s = int(round(seconds))
-    steps = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
-    for (unit, size), (small, small_size) in zip(steps, steps[1:]):
-        if s >= size:
-            r = s % size // small_size
-            return f"{s // size}{unit}" + (f"{r}{small}" if r else "")
-    return f"{s}s"
 
 
 def gpus_of(w: dict) -> str:
@@ -164,6 +120,10 @@ computehub submit --gpus 8 --time 2d --mail end,fail
     kind = Enum(list(KINDS), default_value="training", help="Kind of workload.").tag(config=True)
     hold = Bool(False, help="Submit it held: it starts only once released ('computehub release ID').").tag(
         config=True)
+    begin = Unicode("", help=(
+        "Do not start it before this time (Slurm's --begin): 2h or now+90m from now, 22:00 (the next), "
+        "midnight, tomorrow, or a date like 2025-01-31T02:00 (local time). Until then it is held; "
+        "'computehub release ID' lets it go sooner.")).tag(config=True)
     mail = Unicode("", help=(
         "Mail me when it begins, ends, fails or is requeued (preempted or its node lost): types "
         "separated by commas, or all (Slurm's --mail-type). A job array mails once when its first "
@@ -174,7 +134,7 @@ computehub submit --gpus 8 --time 2d --mail end,fail
                "queue": "SubmitApp.queue", "priority": "SubmitApp.priority", "time": "SubmitApp.time_limit",
                "checkpoint-every": "SubmitApp.checkpoint_every", "after": "SubmitApp.after",
                "name": "SubmitApp.workload_name", "kind": "SubmitApp.kind", "array": "SubmitApp.array",
-               "mail": "SubmitApp.mail"}
+               "mail": "SubmitApp.mail", "begin": "SubmitApp.begin"}
     flags = {**ClientCommand.flags,
              "hold": ({"SubmitApp": {"hold": True}}, "Submit it held: it starts only once released.")}
 
@@ -198,6 +158,8 @@ computehub submit --gpus 8 --time 2d --mail end,fail
             spec["after"] = [x.strip() for x in self.after.split(",") if x.strip()]
         if self.hold:
             spec["hold"] = True
+        if self.begin.strip():
+            spec["begin"] = parse_begin(self.begin, time.time())
         if self.array.strip():
             spec["array"] = self.array.strip()
         if self.mail.strip():

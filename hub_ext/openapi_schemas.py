@@ -96,6 +96,11 @@ def schemas() -> dict:
                                "cancelled, saying why. Not for notebooks."},
             "hold": {"type": "boolean", "description": "Submit it held: it starts only once released "
                                                        "(POST workloads/{id}/release)"},
+            "begin": {"type": "number", "description": "Not before this time (seconds since 1970, UTC; Slurm's "
+                                                       "--begin): until then it is `held`, and the first cycle "
+                                                       "from then on lets it join the line (POST "
+                                                       "workloads/{id}/release: sooner). At most 366 days ahead; "
+                                                       "a time past is no hold; not with hold, not for notebooks"},
             "array": {"type": "string", "maxLength": 1000, "pattern": "^[0-9,:% -]+$",
                       "description": "A job array: one task per index, Slurm's syntax: 0-9, 1,3,5-11:2, at most "
                                      "1000 tasks of indexes up to 999999; %N runs at most N at a time "

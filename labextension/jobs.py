@@ -23,7 +23,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from .job_text import JobError, parse_duration  # noqa: F401 - part of this module's interface
+from .job_text import JobError, array_text, begin_time, parse_duration, script_command  # noqa: F401 - its interface
 from .waiting import explained
 
 SERVICE = "services/computehub"
@@ -202,13 +202,14 @@ def job_spec(command, *, kind: str = "training", script: str | None = None, gpus
              gpu_model: str | None = None, workers: int = 1, cpu=None, memory=None, queue: str | None = None,
              priority: str | None = None, time_limit=None, name: str | None = None, workdir: str | None = None,
              port: int | None = None, checkpoint_every=None, after=None, hold: bool = False, array=None,
-             mail=None) -> dict:
+             mail=None, begin=None) -> dict:
     """The submission for a job (``POST workloads``), checked here so mistakes get one clear line.
     ``after``: jobs (``Job`` handles or ids, a list or one text with commas) it runs after, each id
     optionally with ``:any`` or ``:failed``; it is held until they have ended as asked. ``hold``: it
     is held until released (``Job.release``). ``array``: a job array, a task per index: Slurm's
     text (``"0-9"``, ``"0-99%10"``: at most 10 at a time), a ``range`` or a list of indexes.
-    ``mail``: mail me when it begins, ends, fails or is requeued (``"end,fail"``, ``["all"]``)."""
+    ``mail``: mail me when it begins, ends, fails or is requeued (``"end,fail"``, ``["all"]``).
+    ``begin``: not before then (``begin_time``: a UNIX time, a datetime, or ``"2h"`` from now)."""
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
         raise JobError(f"gpus must be a whole number 0 or more, not {gpus!r}")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -238,25 +239,13 @@ def job_spec(command, *, kind: str = "training", script: str | None = None, gpus
         spec["after"] = after_ids(after)
     if hold:
         spec["hold"] = True
+    if begin not in (None, ""):
+        spec["begin"] = begin_time(begin)
     if array is not None:
         spec["array"] = array_text(array)
     if mail not in (None, "", []):
         spec["mail"] = mail        # the service checks it and says what is wrong
     return spec
-
-
-def array_text(array) -> str:
-    """An array's indexes as the service takes them: text as it is; a range or a list of whole
-    numbers as Slurm writes them (``range(0, 10, 2)`` → ``0-8:2``)."""
-    if isinstance(array, str):
-        return array
-    if isinstance(array, range) and len(array) and array.step > 0:
-        return f"{array.start}-{array[-1]}:{array.step}" if len(array) > 1 else str(array.start)
-    if isinstance(array, (list, tuple)) and array and all(isinstance(i, int) and not isinstance(i, bool)
-                                                          for i in array):
-        return ",".join(map(str, array))
-    raise JobError(f"array takes indexes like '0-9' or '0-99%10' (at most 10 at a time), a range or a list "
-                   f"of whole numbers, not {array!r}")
 
 
 def after_ids(after) -> list[str]:
@@ -274,13 +263,6 @@ def after_ids(after) -> list[str]:
         else:
             raise JobError(f"after takes jobs or their ids (like w0000042), not {item!r}")
     return out
-
-
-def script_command(script: str, args=()) -> list[str]:
-    """How a script runs: Python files with this kernel's interpreter, anything else as a program."""
-    if script.endswith(".py"):
-        return [sys.executable, "-u", script, *args]
-    return [script if "/" in script else "./" + script, *args]
 
 
 class Job:

@@ -13,6 +13,7 @@ import argparse
 import os
 import sys
 import threading
+import time
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
@@ -20,67 +21,15 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display
 
 from hub_ext.cli import UsageError as CommandLineMistake
-from hub_ext.cli_client_arrays import (STATE_FLAG, WAITING, array_id, array_line, collapse, name_of, states_of,
-                                      task_resolver)
+from hub_ext.cli_client_arrays import WAITING, array_id, array_line, collapse, name_of, task_resolver
 from hub_ext.cli_client_update import WAITING_STATE, changes_from, result_line
+from hub_ext.cli_time import parse_begin
 from hub_ext.log_follow import ended_line, follow
 
 from . import jobs as J
 from .display import POLL, ArrayFollower, Follower, bundle, describe, describe_array
 from .job_arrays import JobArray, act_on_array
-
-def _common(f):
-    for a in reversed([
-        argument("-h", "--help", action="store_true", help="Show this help."),
-        argument("--gpus", type=int, default=1, help="GPUs per worker (default 1)."),
-        argument("--gpu-model", default=None, help="GPU model, e.g. a100 (default: any)."),
-        argument("--cpu", default=None, help="CPU per worker: cores ('8', '0.5') or millicores ('500m')."),
-        argument("--memory", default=None, help="Memory per worker, e.g. 64Gi, 512Mi."),
-        argument("--queue", default=None, help="Queue (default: the first one open to your groups)."),
-        argument("--priority", default=None, help="Priority class (default: training; inference for %%serve)."),
-        argument("--time", default=None, help="Run-time limit: seconds or 90m, 2h, 1d. Declaring it gives an "
-                                               "ETA and lets the job start early in gaps (backfill)."),
-        argument("--checkpoint-every", default=None, help="How often the job saves a checkpoint: seconds "
-                                                          "or 30m, 1h. Swaps for shorter work then wait until "
-                                                          "it has just saved (default: its class's)."),
-        argument("--name", default=None, help="A name for the job."),
-        argument("--hold", action="store_true", help="Submit it held: it starts only once released "
-                                                     "(%%release ID)."),
-        argument("--after", default=None, help="Run after these jobs of yours: ids separated by commas "
-                                               "({job.id} works), each with :ok (the default: it finished), "
-                                               ":any or :failed; {sweep.id}[] is every task of an array "
-                                               "(with --array, {sweep.id}[]:corr pairs tasks by index). "
-                                               "It is held until then."),
-        argument("--mail", default=None, help="Mail me when it begins, ends, fails or is requeued: "
-                                              "types separated by commas, or all (where the admin set "
-                                              "up mail)."),
-    ]):
-        f = a(f)
-    return f
-
-
-def _on_ids(*extra):
-    """The arguments of a magic that acts on job ids: ``-h``, ``extra`` options, then the ids."""
-    def wrap(f):
-        for a in (argument("ids", nargs="*", help="Job ids."), *reversed(extra),
-                  argument("--array", action="store_true", help="The ids name job arrays (an array's first "
-                                                                "task's id): act on each of its tasks."),
-                  argument("-h", "--help", action="store_true", help="Show this help.")):
-            f = a(f)
-        return magic_arguments()(f)
-    return wrap
-
-
-def _states(args, allowed=None) -> tuple[str, ...] | None:
-    """``--state``'s states, checked as the CLI checks them (None: not given)."""
-    try:
-        return states_of(getattr(args, "state", "") or "", args.array, *(allowed,) if allowed else ())
-    except CommandLineMistake as e:
-        raise UsageError(str(e)) from None
-
-
-STATE = argument("--state", default="", help=STATE_FLAG)
-
+from .magic_args import STATE, _common, _on_ids, _states
 
 @magics_class
 class ComputeHubMagics(Magics):
@@ -118,6 +67,11 @@ class ComputeHubMagics(Magics):
                     opts[key] = J.parse_duration(given, what)
                 except J.JobError as e:
                     raise UsageError(str(e)) from None
+        if args.begin is not None:
+            try:
+                opts["begin"] = parse_begin(args.begin, time.time())
+            except CommandLineMistake as e:
+                raise UsageError(str(e)) from None
         return opts
 
     def _launch(self, spec: dict) -> J.Job | JobArray | None:

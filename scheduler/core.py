@@ -287,6 +287,7 @@ class Scheduler(DurableMemory, Cancels, Dependencies, Holds, ArrayLimits, ArrayA
         decides inside the transaction: if the database is down, memory is left as it was."""
         now = self._now(now)
         with self._tx():
+            self.release_due(now)       # begin times that have come (holds.py)
             self.release_held(now)
             res = self.engine.cycle(now)
             for v, _ in res.preempted:

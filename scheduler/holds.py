@@ -7,15 +7,23 @@ in ``metadata.hold`` (who, when, why, whether an admin's); only an admin release
 hold. Released work joins the line with its wait counted from then (``eligible_at``): a hold
 earns no place ahead of work that waited for GPUs meanwhile. Work that also runs after other
 work stays held for that after its release, until the next cycle finds it ended.
+
+A submission's ``begin`` (Slurm's ``--begin``) is a hold that ends by itself: the work is held
+until that time (``metadata.hold.until``), and the first cycle from then on releases it
+(``release_due``). Its user may release it sooner.
 """
 
 from __future__ import annotations
 
+import math
+import time
+
 from . import validation
-from .errors import Conflict, Forbidden
+from .errors import Conflict, Forbidden, ValidationError
 from .model import HELD, HOLD, PENDING, Workload
 
 MAX_REASON = 500
+MAX_BEGIN_AHEAD = 366 * 86400.0       # seconds: how far ahead a submission's begin may be
 # Its user waits at the spawn page for it: a held spawn would only fail there.
 NO_NOTEBOOKS = "a notebook's spawn cannot be held; stop the server (or cancel the spawn) instead"
 
@@ -70,9 +78,42 @@ class Holds:
         return w
 
 
-def hold_record(by: str, admin: bool, at: float, reason: str) -> dict:
-    """What ``metadata.hold`` keeps: who holds it, whether an admin, since when, why."""
-    return {"by": by, "admin": bool(admin), "at": at, "reason": reason}
+    def release_due(self, now: float) -> list[Workload]:
+        """Held work whose begin time has come (``metadata.hold.until``) is released: it joins the
+        line, or waits on for what it runs after. Call inside the cycle's transaction."""
+        due = [w for w in self.state.held.values() if (w.metadata.get(HOLD) or {}).get("until", math.inf) <= now]
+        for w in sorted(due, key=lambda x: x.seq):
+            self.release(w.id, now, actor="", admin=True)
+        return due
+
+
+def hold_record(by: str, admin: bool, at: float, reason: str, until: float | None = None) -> dict:
+    """What ``metadata.hold`` keeps: who holds it, whether an admin, since when, why (and for a
+    submission's begin time, until when)."""
+    return {"by": by, "admin": bool(admin), "at": at, "reason": reason, **({"until": until} if until else {})}
+
+
+def begin_hold(spec: dict, user: str, kind: str, now: float) -> dict | None:
+    """The hold a submission's ``begin`` (a UNIX time) asks for; None for none (no begin, or one
+    that has come already). ValidationError says what is wrong with it."""
+    begin = spec.get("begin")
+    if begin is None:
+        return None
+    if isinstance(begin, bool) or not isinstance(begin, (int, float)) or not math.isfinite(begin):
+        raise ValidationError(f"begin must be a time (seconds since 1970, UTC), not {begin!r}")
+    if begin <= now:
+        return None
+    if begin > now + MAX_BEGIN_AHEAD:
+        raise ValidationError(f"begin is {(begin - now) / 86400:.0f} days ahead: at most {MAX_BEGIN_AHEAD / 86400:.0f}")
+    if spec.get("hold"):
+        raise ValidationError("hold and begin together: give one (a held workload starts once released)")
+    if kind == "notebook":
+        raise ValidationError("a notebook's spawn cannot wait for a begin time; start the server then instead")
+    return hold_record(user, False, now, f"it begins at {clock_time(begin)}", until=float(begin))
+
+
+def clock_time(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
 
 
 def _by(hold: dict) -> str:
@@ -83,5 +124,8 @@ def _by(hold: dict) -> str:
 
 def hold_words(hold: dict, workload_id: str) -> str:
     """What held work says of its hold."""
+    if hold.get("until"):
+        return (f"held until {clock_time(hold['until'])}, its begin time; it joins the line then, or once "
+                f"released (computehub release {workload_id})")
     how = "an admin releases it" if hold.get("admin") else f"released (computehub release {workload_id})"
     return f"held {_by(hold)}; it starts only once {how}"

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 
 from . import arrays, validation
 from .errors import Conflict, SchedulerError, TooManyWaiting, ValidationError
-from .holds import NO_NOTEBOOKS, hold_record
+from .holds import NO_NOTEBOOKS, begin_hold, hold_record
 from .model import AWAITING_APPROVAL, HELD, HOLD, PENDING, REJECTED, Event, Workload
 from .resources import fmt_amount, label, render
 
@@ -99,10 +99,11 @@ class SubmissionsMixin:
                                           "an array (array)")
                 w.after = [e for e in w.after if e not in corr]
                 w.state = self.initial_state(w)
-                if spec.get("hold"):
+                begins = begin_hold(spec, w.user, w.kind, batch.now)
+                if spec.get("hold") or begins:
                     if w.kind == "notebook":
                         raise ValidationError(NO_NOTEBOOKS)
-                    w.metadata[HOLD] = hold_record(w.user, False, batch.now, "held at submission")
+                    w.metadata[HOLD] = begins or hold_record(w.user, False, batch.now, "held at submission")
                     w.state = HELD
                 if w.state == HELD:
                     w.reason = self.waits_for(w)

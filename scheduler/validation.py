@@ -245,7 +245,7 @@ def workload_fields(d: dict, state) -> dict:
         raise ValidationError("a workload must be a mapping")
     allowed = {"user", "queue", "kind", "priority", "resources", "workers", "gpu_model",
                "node_selector", "time_limit", "checkpoint_every", "name", "metadata", "after", "hold",
-               "array", "mail"}
+               "array", "mail", "begin"}
     unknown = set(d) - allowed
     if unknown:
         raise ValidationError(f"unknown workload field(s): {', '.join(sorted(unknown))}")
@@ -287,7 +287,7 @@ def workload_fields(d: dict, state) -> dict:
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
         raise ValidationError(f"workers must be a whole number from 1 to {MAX_WORKERS}; got {workers!r}")
     time_limit, checkpoint_every, name = run_fields(d).values()
-    _flag(d, "hold", False)            # read by prepare_submissions (holds.py)
+    _flag(d, "hold", False)            # hold and begin: read by prepare_submissions (holds.py)
     selector = _labels("node_selector", d.get("node_selector"))
     metadata = d.get("metadata")
     metadata = {} if metadata is None else metadata

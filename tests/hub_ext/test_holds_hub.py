@@ -62,3 +62,37 @@ def test_bad_hold_requests_are_refused(hub, submitted):  # noqa: F811
     assert r.status_code == 400 and "hold must be true or false" in r.json()["message"]
     line = one_line_error(cli(hub, "alice", "release", "w9999999"))
     assert "no workload 'w9999999'" in line
+
+
+def test_a_begin_time_holds_work_until_then_and_the_service_lets_it_go_by_itself(hub, submitted):  # noqa: F811
+    """``submit --begin`` (Slurm's ``--begin``): held with its begin time, a start estimate no sooner
+    than that, then in line with no one releasing it; a bad time is one line and nothing is submitted."""
+    import time
+    w = json.loads(ok(cli(hub, "alice", "submit", *SMALL, "--begin", "3s", "--name", "soon", "--json")))
+    submitted.append(("alice", w["id"]))
+    begins = w["metadata"]["hold"]["until"]
+    assert w["state"] == "held" and 2 < begins - time.time() <= 3.5, w
+    assert w["reason"].startswith("held until ") and w["reason"].endswith(
+        f", its begin time; it joins the line then, or once released (computehub release {w['id']})")
+    e = hub.call("GET", f"/workloads/{w['id']}", hub.tokens["alice"]).json()["explanation"]
+    assert (e["eta"], e["eta_earliest"]) == (begins, True), e
+    until(hub, "alice", w["id"], ("admitted",), within=30)
+    events = [x["kind"] for x in hub.call("GET", f"/audit?workload={w['id']}", hub.tokens["ada"]).json()["events"]]
+    assert events[-2:] == ["hold_released", "admitted"], events
+
+    later = json.loads(ok(cli(hub, "alice", "submit", *SMALL, "--begin", "tomorrow", "--json")))
+    submitted.append(("alice", later["id"]))
+    assert later["state"] == "held" and later["metadata"]["hold"]["until"] - time.time() > 0
+    assert ok(cli(hub, "alice", "release", later["id"])).split()[:2] == [later["id"], "pending"]   # sooner
+    before = len(hub.call("GET", "/workloads", hub.tokens["alice"]).json()["workloads"])
+    for bad, says in (("soon", "--begin expects a time: 2h or now+90m (from now), 22:00, midnight"),
+                      ("25:00", "--begin: '25:00' is not a time of day")):
+        line = one_line_error(cli(hub, "alice", "submit", *SMALL, "--begin", bad))
+        assert says in line, line
+    line = one_line_error(cli(hub, "alice", "submit", *SMALL, "--begin", "2h", "--hold"))
+    assert "hold and begin together: give one" in line, line
+    r = hub.call("POST", "/workloads", hub.tokens["alice"], json={"kind": "batch", "queue": "vision",
+                                                                 "resources": {"gpu": 0, "cpu": "100m"},
+                                                                 "begin": "tonight"})
+    assert r.status_code == 400 and "begin must be a time (seconds since 1970, UTC)" in r.json()["message"], r.text
+    assert len(hub.call("GET", "/workloads", hub.tokens["alice"]).json()["workloads"]) == before

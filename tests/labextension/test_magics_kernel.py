@@ -248,6 +248,7 @@ def test_serve_forwards_without_hub_credentials_and_lets_admins_in(setup):
     ("%logs --tail 0 w1", "--tail must be from 1 to 100000"),
     ("%submit --mail end write.py", "this ComputeHub sends no mail (its admin sets"),   # the magic passes it on
     ("%cancel --state pending w1", "--state picks tasks of job arrays: give --array too"),
+    ("%submit --begin soon write.py", "--begin expects a time: 2h or now+90m (from now), 22:00"),
     ("%update --array w1 --state running --time 1h", "--state: 'running' is not a state it may pick; one or more "
                                                      "of held, pending, awaiting_approval"),
 ])
@@ -456,6 +457,21 @@ def test_a_jobs_mail_is_changed_from_the_notebook(setup):
     assert "this ComputeHub sends no mail (its admin sets ComputeHubService.smtp_host" in text, out
     assert "mail" not in hub.call("GET", f"/workloads/{k.value('j.id')}", hub.tokens["alice"]).json()["metadata"]
     k.run("j.cancel()")
+
+
+def test_a_job_that_begins_later_is_held_until_then(setup):
+    """`%submit --begin 2h` and `jobs.submit(begin=datetime)` through the real service: held, with
+    the begin time it asked for (the service lets it go then: test_holds_hub)."""
+    _, work, k = setup
+    (work / "later.py").write_text("print('later', flush=True)\n")
+    out = k.run("import time, datetime\nj = %submit --gpus 0 --begin 2h later.py\n"
+                "print(j.last['state'], round((j.last['metadata']['hold']['until'] - time.time()) / 60))")
+    assert out["stdout"].strip() == "held 120", out
+    out = k.run("from labextension import jobs\nat = datetime.datetime.now() + datetime.timedelta(hours=3)\n"
+                "j2 = jobs.submit('later.py', gpus=0, begin=at)\n"
+                "print(j2.last['state'], abs(j2.last['metadata']['hold']['until'] - at.timestamp()) < 1)")
+    assert out["stdout"].strip() == "held True", out
+    k.run("j.cancel(); j2.cancel()")
 
 
 def test_a_waiting_job_is_changed_from_the_notebook(setup):

@@ -105,3 +105,70 @@ def test_submitted_held_through_approval_and_a_restart(store_url):
     s.cycle(now=5)
     assert s.get(small.id).state == ADMITTED and s.get(big.id).state == HELD
     s.store.close()
+
+
+def test_work_with_a_begin_time_waits_held_until_then_and_joins_the_line_by_itself():
+    s = cluster(nodes=1, gpus=8)
+    night = job(s, gpus=8, now=0, time_limit=3600, name="night", begin=7200)
+    assert night.state == HELD and night.metadata["hold"]["until"] == 7200
+    said = (f"held until 1970-01-01 02:00:00 UTC, its begin time; it joins the line then, or once released "
+            f"(computehub release {night.id})")
+    assert night.reason == said
+    e = s.explain(night.id, now=600)
+    assert (e["reason"], e["eta"], e["eta_seconds"], e["eta_earliest"]) == (said, 7200, 6600, True)
+    day = job(s, gpus=8, now=100, time_limit=3600)
+    s.cycle(now=101)
+    assert (s.get(day.id).state, s.get(night.id).state) == (ADMITTED, HELD)        # the GPUs went past it
+    s.mark_finished(day.id, now=3000)
+    s.cycle(now=3001)
+    assert s.get(night.id).state == HELD                                            # free GPUs: not yet
+    s.cycle(now=7205)                                                               # the first cycle from then
+    assert s.get(night.id).state == ADMITTED and s.get(night.id).eligible_at == 7205
+    assert [e.kind for e in s.events(workload_id=night.id)][-2:] == ["hold_released", "admitted"]
+    # Its user may let it go sooner; a begin time already past is no hold at all.
+    early = job(s, gpus=1, now=8000, begin=20000)
+    s.release(early.id, now=8001, actor="ada")
+    assert s.get(early.id).state == PENDING
+    assert job(s, gpus=1, now=8002, begin=8000).state == PENDING
+
+
+def test_a_begin_time_with_dependencies_approval_and_a_restart(store_url):
+    s = Scheduler(store=SqlStore(store_url), config=EngineConfig())
+    s.put_node({"name": "n0", "gpus": 8}, now=0)
+    s.put_queue({"name": "a", "guaranteed": {"gpu": 8}, "approval_above": {"gpu": 4}}, now=0)
+    spec = {"user": "ada", "queue": "a", "kind": "training", "resources": {"gpu": 1}}
+    first = s.submit(spec, now=1)
+    then = s.submit({**spec, "after": [first.id], "begin": 100}, now=1)
+    big = s.submit({**spec, "resources": {"gpu": 6}, "begin": 100}, now=1)
+    assert (then.state, big.state) == (HELD, AWAITING_APPROVAL)
+    assert then.reason.endswith(f"(computehub release {then.id}); then it runs after {first.id} finishes "
+                                "(it is pending)")
+    s.decide(big.id, True, now=2)
+    assert s.get(big.id).state == HELD                  # approved, but not before its begin time
+    s.store.close()
+
+    s = Scheduler(store=SqlStore(store_url), config=EngineConfig())      # a restart keeps the begin times
+    s.cycle(now=3)
+    assert (s.get(then.id).state, s.get(big.id).state) == (HELD, HELD)
+    s.cycle(now=101)
+    assert s.get(big.id).state == ADMITTED
+    assert s.get(then.id).state == HELD and "hold" not in s.get(then.id).metadata    # now its dependency alone
+    s.mark_finished(first.id, now=102)
+    s.cycle(now=103)
+    assert s.get(then.id).state == ADMITTED
+    s.store.close()
+
+
+@pytest.mark.parametrize("fields, says", [
+    ({"begin": "tonight"}, "begin must be a time (seconds since 1970, UTC), not 'tonight'"),
+    ({"begin": True}, "begin must be a time"),
+    ({"begin": float("nan")}, "begin must be a time"),
+    ({"begin": 400 * 86400}, "begin is 400 days ahead: at most 366"),
+    ({"begin": 100, "hold": True}, "hold and begin together: give one"),
+    ({"begin": 100, "kind": "notebook"}, "a notebook's spawn cannot wait for a begin time"),
+])
+def test_a_bad_begin_time_is_refused_saying_what_is_wrong(fields, says):
+    s = cluster(nodes=1, gpus=8)
+    with pytest.raises(ValidationError, match=says.replace("(", r"\(").replace(")", r"\)")):
+        s.submit({"user": "ada", "queue": "a", "kind": "training", "resources": {"gpu": 1}, **fields}, now=1)
+    assert not s.state.held and not s.state.pending
