@@ -214,8 +214,9 @@ class Dependencies:
             if h.id in chain:
                 continue
             if HOLD in h.metadata:
-                return ("it is held by hand: no start estimate until it is released" if h is w else
-                        f"{h.id}, which it waits on, is held by hand: no start estimate until it is released")
+                how = "until its begin time" if h.metadata[HOLD].get("until") else "by hand"
+                return (f"it is held {how}: no start estimate until it is released" if h is w else
+                        f"{h.id}, which it waits on, is held {how}: no start estimate until it is released")
             chain[h.id] = []
             for entry in h.after:
                 wid, cond = split(entry)

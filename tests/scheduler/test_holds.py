@@ -143,6 +143,9 @@ def test_a_begin_time_with_dependencies_approval_and_a_restart(store_url):
     assert (then.state, big.state) == (HELD, AWAITING_APPROVAL)
     assert then.reason.endswith(f"(computehub release {then.id}); then it runs after {first.id} finishes "
                                 "(it is pending)")
+    last = s.submit({**spec, "after": [then.id]}, now=1)       # no estimate behind a begin time
+    assert s.explain(last.id, now=1)["eta_reason"] == (f"{then.id}, which it waits on, is held until its begin "
+                                                        "time: no start estimate until it is released")
     s.decide(big.id, True, now=2)
     assert s.get(big.id).state == HELD                  # approved, but not before its begin time
     s.store.close()
