@@ -40,7 +40,7 @@ class ArrayLimitHandler(_ArrayHandler):
 class ArrayActionHandler(_ArrayHandler):
     async def post(self, workload_id):
         caller = self.caller            # a token without access to the service: 403 before anything
-        body = _body(self, {"action", "reason", "states"})
+        body = _body(self, {"action", "reason", "states", "until"})
         action = body.get("action")
         if action not in ACTIONS:
             raise ValidationError(f"action is required, one of {', '.join(ACTIONS)}; got {repr(action)[:100]}")
@@ -59,7 +59,8 @@ class ArrayActionHandler(_ArrayHandler):
         if action == "cancel":
             reason = f"cancelled by {caller.name}"
         out = self.service.sched.act_on_array(array, action, actor=caller.name, admin=caller.is_admin,
-                                              reason=reason, states=None if states is None else tuple(states))
+                                              reason=reason, states=None if states is None else tuple(states),
+                                              until=body.get("until"))
         self.service.changed()
         self.write_json({"array": array, "action": action, "tasks": [w.id for w in out.done],
                          "states": {w.id: w.state for w in out.done}, "refused": out.refused})

@@ -23,8 +23,9 @@ class WorkloadHoldHandler(_OneWorkload):
     async def post(self, workload_id):
         caller, w = self._visible(workload_id)
         self.require(caller.may_cancel(w), "hold this workload")
-        reason = _body(self, {"reason"}).get("reason", "")        # checked by the scheduler
-        w = self.service.sched.hold(w.id, actor=caller.name, admin=caller.is_admin, reason=reason)
+        body = _body(self, {"reason", "until"})                  # checked by the scheduler
+        w = self.service.sched.hold(w.id, actor=caller.name, admin=caller.is_admin, reason=body.get("reason", ""),
+                                    until=body.get("until"))
         self.service.changed()
         self.write_json(views.workload(w))
 

@@ -4,10 +4,12 @@ array's tasks may run at a time, what live work mails about, and where the mail 
 
 from __future__ import annotations
 
+import time
+
 from traitlets import Bool, Unicode
 
 from .cli import UsageError
-from .cli_client import ClientCommand, for_each_id
+from .cli_client import ClientCommand, for_each_id, parse_begin
 from .cli_client_arrays import ARRAY_FLAG, by_index
 from .cli_each import act_on_arrays, printable
 
@@ -19,20 +21,26 @@ class HoldApp(ClientCommand):
                    "a hold by an admin only an admin releases. Each failure is one line on stderr.")
     examples = """
 computehub hold w0000042 --reason "data not ready"
+computehub hold w0000042 --until 22:00      # it joins the line by itself then
 computehub hold --array w0000050             # the array's tasks that have not started
 computehub release w0000042
 """
     positional, usage_args = -1, "one or more workload ids"
     reason = Unicode("", help="Why it is held (text, shown with it).").tag(config=True)
+    until = Unicode("", help=(
+        "Hold it until this time only, then it joins the line by itself (Slurm's scontrol update StartTime=): 2h "
+        "from now, 22:00, midnight, tomorrow, or 2025-01-31T02:00 (local time). Changes the time of a hold "
+        "you could release.")).tag(config=True)
     array = Bool(False, help=ARRAY_FLAG).tag(config=True)
-    aliases = {**ClientCommand.aliases, "reason": "HoldApp.reason"}
+    aliases = {**ClientCommand.aliases, "reason": "HoldApp.reason", "until": "HoldApp.until"}
     flags = {"array": ({"HoldApp": {"array": True}}, ARRAY_FLAG)}
 
     def run(self, *ids):
         ch = self.client()
+        until = parse_begin(self.until, time.time(), "--until") if self.until.strip() else None
         if self.array:
-            return act_on_arrays(ch, ids, "hold", self.reason)
-        return for_each_id(ids, by_index(ch, lambda wid: ch.hold(wid, self.reason)),
+            return act_on_arrays(ch, ids, "hold", self.reason, until=until)
+        return for_each_id(ids, by_index(ch, lambda wid: ch.hold(wid, self.reason, until)),
                            lambda w: f"{w['id']}  {w['state']}  ({w['reason']})")
 
 

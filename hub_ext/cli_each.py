@@ -42,14 +42,15 @@ def for_each_id(ids, act, line) -> int:
     return rc
 
 
-def act_on_arrays(ch, arrays, action: str, reason: str = "", states: tuple[str, ...] | None = None) -> int:
+def act_on_arrays(ch, arrays, action: str, reason: str = "", states: tuple[str, ...] | None = None,
+                  until: float | None = None) -> int:
     """``action`` on each named job array in one request each (the service acts on all its tasks
     in one transaction; ``states``: only on those in one of them): a line per array; a task left
     as it was (an admin's hold) is a line on stderr, and makes the exit code 2."""
     left: list[str] = []
 
     def act(array: str) -> dict:
-        out = ch.array_action(array, action, reason, states=states)
+        out = ch.array_action(array, action, reason, states=states, until=until)
         left.extend(f"computehub: error: {wid} left as it was: {printable(why)}" for wid, why in out["refused"].items())
         return out
 

@@ -213,10 +213,10 @@ class ComputeHubClient:
         return self.request("PATCH", f"workloads/{quote(str(workload_id), safe='')}", params=params,
                             body=_with_resources(changes, gpus, cpu, memory))
 
-    def hold(self, workload_id: str, reason: str = "") -> dict:
-        """Keep waiting work from starting until ``release``."""
-        return self.request("POST", f"workloads/{quote(str(workload_id), safe='')}/hold",
-                            body={"reason": reason} if reason else {})
+    def hold(self, workload_id: str, reason: str = "", until: float | None = None) -> dict:
+        """Keep waiting work from starting until ``release`` (``until``, a UNIX time: or until then)."""
+        body = {k: v for k, v in (("reason", reason), ("until", until)) if v}
+        return self.request("POST", f"workloads/{quote(str(workload_id), safe='')}/hold", body=body)
 
     def release(self, workload_id: str) -> dict:
         return self.request("POST", f"workloads/{quote(str(workload_id), safe='')}/release", body={})
@@ -231,12 +231,13 @@ class ComputeHubClient:
         return self.request("POST", f"workloads/{quote(str(workload_id), safe='')}/array-limit",
                             body={"limit": limit})
 
-    def array_action(self, workload_id: str, action: str, reason: str = "", states=None) -> dict:
+    def array_action(self, workload_id: str, action: str, reason: str = "", states=None,
+                     until: float | None = None) -> dict:
         """Cancel, hold, release, approve or reject every task of the job array ``workload_id``
         belongs to that the action applies to, at once (``reason``: for hold and reject;
-        ``states``, e.g. ``["pending"]``: only the tasks now in one of them)."""
+        ``states``, e.g. ``["pending"]``: only the tasks now in one of them; ``until``: a hold's end)."""
         body = {"action": action, **({"reason": reason} if reason else {}),
-                **({"states": list(states)} if states else {})}
+                **({"states": list(states)} if states else {}), **({"until": until} if until else {})}
         return self.request("POST", f"workloads/{quote(str(workload_id), safe='')}/array-action", body=body)
 
     def report_checkpoint(self, workload_id: str, at: float | None = None, on_stop: bool = False) -> dict:

@@ -147,7 +147,8 @@ class Mail(OwnMailAddresses, HasTraits):
             yours = (": give yours with computehub mail-address ADDRESS, in "
                      f"{', '.join(self.mail_user_domains)}" if self.mail_user_domains else "")
             raise ValidationError(f"ComputeHub knows no mail address for {spec['user']} (its admin sets "
-                                  f"ComputeHubService.mail_address or mail_addresses){yours}; {'or ' if yours else ''}leave out mail")
+                                  f"ComputeHubService.mail_address or mail_addresses){yours}; "
+                                  f"{'or ' if yours else ''}leave out mail")
 
     def smtp_connect(self) -> smtplib.SMTP:
         port = self.smtp_port or (465 if self.smtp_security == "tls" else 25)

@@ -32,7 +32,10 @@ def schemas() -> dict:
                                                          "description": "e.g. ada@lab.example.org; \"\": the "
                                                                         "admin's address again"}}},
         "Hold": {"type": "object", "additionalProperties": False, "properties": {
-            "reason": {"type": "string", "maxLength": 500, "description": "why it is held, shown with it"}}},
+            "reason": {"type": "string", "maxLength": 500, "description": "why it is held, shown with it"},
+            "until": {"type": "number", "description": "only until this time (seconds since 1970, UTC; at most 366 "
+                                                       "days ahead), then it joins the line by itself; it may "
+                                                       "replace a hold the caller could release (a time changed)"}}},
         "ArrayLimitChange": {"type": "object", "additionalProperties": False, "required": ["limit"],
                              "properties": {"limit": {"type": "integer", "minimum": 0, "maximum": 1000,
                                                       "description": "tasks at a time; 0: no limit"}}},
@@ -62,7 +65,9 @@ def schemas() -> dict:
             "reason": {"type": "string", "maxLength": 2000,
                        "description": "why (hold: at most 500 characters; reject); cancel and release take none"},
             "states": {"type": "array", "minItems": 1, "items": {"type": "string", "enum": list(STATES)},
-                       "description": "only the tasks in these states (a row of its pending tasks: pending)"}}},
+                       "description": "only the tasks in these states (a row of its pending tasks: pending)"},
+            "until": {"type": "number", "description": "hold only: until this UNIX time, then each task joins "
+                                                       "the line by itself (Hold's until)"}}},
         "ArrayActionResult": {"type": "object", "required": ["array", "action", "tasks", "states", "refused"],
                               "properties": {
             "array": {"type": "string", "description": "the array's id (its first task's)"},

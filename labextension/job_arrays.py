@@ -14,13 +14,13 @@ import urllib.parse
 from .jobs import TERMINAL, Client, Job, JobError
 
 
-def act_on_array(client: Client, array_id: str, action: str, reason: str = "", states=None) -> dict:
+def act_on_array(client: Client, array_id: str, action: str, reason: str = "", states=None, until=None) -> dict:
     """``action`` (cancel, hold, release) on each task of a job array it applies to (``states``:
     and that is now in one of them), in one request: ``{"array", "action", "tasks": [ids acted
     on], "states": {id: state}, "refused": {id: why it was left as it was}}``."""
     return client.request("POST", f"workloads/{urllib.parse.quote(array_id, safe='')}/array-action",
                           {"action": action, **({"reason": reason} if reason else {}),
-                           **({"states": list(states)} if states else {})})
+                           **({"states": list(states)} if states else {}), **({"until": until} if until else {})})
 
 
 class JobArray(list):

@@ -177,10 +177,10 @@ class Client:
     def cancel(self, workload_id: str) -> dict:
         return self.request("DELETE", f"workloads/{urllib.parse.quote(workload_id, safe='')}")
 
-    def hold(self, workload_id: str, reason: str = "") -> dict:
-        """Keep waiting work from starting until ``release``."""
-        return self.request("POST", f"workloads/{urllib.parse.quote(workload_id, safe='')}/hold",
-                            {"reason": reason} if reason else {})
+    def hold(self, workload_id: str, reason: str = "", until=None) -> dict:
+        """Keep waiting work from starting until ``release`` (or ``until``: ``begin_time``'s)."""
+        body = {k: v for k, v in (("reason", reason), ("until", until and begin_time(until))) if v}
+        return self.request("POST", f"workloads/{urllib.parse.quote(workload_id, safe='')}/hold", body)
 
     def release(self, workload_id: str) -> dict:
         return self.request("POST", f"workloads/{urllib.parse.quote(workload_id, safe='')}/release", {})
@@ -294,8 +294,9 @@ class Job:
         self.last = self.client.cancel(self.id)
         return self.last
 
-    def hold(self, reason: str = "") -> dict:
-        self.last = self.client.hold(self.id, reason)
+    def hold(self, reason: str = "", until=None) -> dict:
+        """Keep it from starting until ``release()`` (or ``until``: a datetime, UNIX time, or "2h")."""
+        self.last = self.client.hold(self.id, reason, until)
         return self.last
 
     def release(self) -> dict:

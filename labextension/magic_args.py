@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
+
 from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments
 
 from hub_ext.cli import UsageError as CommandLineMistake
 from hub_ext.cli_client_arrays import STATE_FLAG, states_of
+from hub_ext.cli_time import parse_begin
 
 
 def _common(f):
@@ -63,3 +66,16 @@ def _states(args, allowed=None) -> tuple[str, ...] | None:
 
 
 STATE = argument("--state", default="", help=STATE_FLAG)
+UNTIL = argument("--until", default=None, help="Only until this time, then it joins the line by itself: 2h, "
+                                               "22:00, midnight, tomorrow, 2025-01-31T02:00 (local time).")
+
+
+def _until(args) -> float | None:
+    """``--until``'s time (None: not given), read as the CLI reads it."""
+    given = getattr(args, "until", None)
+    if given is None:
+        return None
+    try:
+        return parse_begin(given, time.time(), "--until")
+    except CommandLineMistake as e:
+        raise UsageError(str(e)) from None

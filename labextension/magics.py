@@ -29,7 +29,7 @@ from hub_ext.log_follow import ended_line, follow
 from . import jobs as J
 from .display import POLL, ArrayFollower, Follower, bundle, describe, describe_array
 from .job_arrays import JobArray, act_on_array
-from .magic_args import STATE, _common, _on_ids, _states
+from .magic_args import STATE, UNTIL, _common, _on_ids, _states, _until
 
 @magics_class
 class ComputeHubMagics(Magics):
@@ -256,12 +256,12 @@ class ComputeHubMagics(Magics):
             return
         if not args.ids:
             raise UsageError(f"%{fn.__name__} needs one or more job ids, e.g. %{fn.__name__} w0000042")
-        states = _states(args)
+        states, args.until = _states(args), _until(args)
         if args.array:
             for array in args.ids:
                 try:
                     out = act_on_array(self.client(), array_id(array), fn.__name__, getattr(args, "reason", ""),
-                                       states)
+                                       states, args.until)
                 except J.JobError as e:
                     self._fail(e)
                     continue
@@ -286,12 +286,12 @@ class ComputeHubMagics(Magics):
             return f"{w['id']}: {w['state']}{then}"
         self._each(self.cancel, line, act)
 
-    @_on_ids(argument("--reason", default="", help="Why it is held (shown with it)."))
+    @_on_ids(argument("--reason", default="", help="Why it is held (shown with it)."), UNTIL)
     @line_magic
     def hold(self, line):
-        """Keep waiting jobs from starting until %release; they keep their ids."""
+        """Keep waiting jobs from starting until %release (or --until a time); they keep their ids."""
         def act(args, wid):
-            w = self.client().hold(wid, args.reason)
+            w = self.client().hold(wid, args.reason, args.until)
             return f"{w['id']}: {w['state']} ({w['reason']})"
         self._each(self.hold, line, act)
 

@@ -40,12 +40,14 @@ class ArrayOutcome:
     refused: dict[str, str] = field(default_factory=dict)     # task id: why it was left as it was
 
 
-def _applies(action: str, w: Workload, admin: bool) -> bool:
+def _applies(action: str, w: Workload, admin: bool, timed: bool = False) -> bool:
     if action == "cancel":            # of the live ones (array_tasks), those not on their way out
         return w.state not in (CANCELLING, RECLAIMING)
-    if action == "hold":
+    if action == "hold":              # (timed: a hold with an end may change another's end)
         held = w.metadata.get(HOLD)
-        return w.state == PENDING or (w.state == HELD and (not held or (admin and not held.get("admin"))))
+        return w.state == PENDING or (w.state == HELD and (
+            not held or (admin and not held.get("admin"))
+            or (timed and (admin or not held.get("admin")))))
     if action == "release":
         return w.state == HELD and bool(w.metadata.get(HOLD))
     return w.state == AWAITING_APPROVAL
@@ -56,11 +58,12 @@ class ArrayActions:
     ``batch``, ``_now``, ``cancel``, ``hold``, ``release`` and ``decide``."""
 
     def act_on_array(self, array_id: str, action: str, now=None, actor: str = "", admin: bool = False,
-                     reason: str = "", states: tuple[str, ...] | None = None) -> ArrayOutcome:
+                     reason: str = "", states: tuple[str, ...] | None = None, until: float | None = None
+                     ) -> ArrayOutcome:
         """``action`` (one of ``ACTIONS``) on each live task of ``array_id`` (its first task's id)
         that it applies to (and, with ``states``, that is in one of them: a panel's row of the
         array's pending tasks cancels those only). NotFound when the array has no live task,
-        Conflict when none is one the action applies to."""
+        Conflict when none is one the action applies to. ``until``: a hold's end (``Holds.hold``)."""
         if action not in ACTIONS:
             raise ValidationError(f"action must be one of {', '.join(ACTIONS)}; got {action!r}")
         if action in ("hold", "reject"):
@@ -68,7 +71,10 @@ class ArrayActions:
         live = self.array_tasks(array_id)
         if not live:
             raise NotFound(f"no job array {array_id!r} with tasks waiting or running")
-        tasks = [w for w in live if _applies(action, w, admin) and (states is None or w.state in states)]
+        if until is not None and action != "hold":
+            raise ValidationError(f"a {action} takes no until (a hold's end)")
+        tasks = [w for w in live if _applies(action, w, admin, until is not None)
+                 and (states is None or w.state in states)]
         if not tasks:
             among = f" among those {' or '.join(s.replace('_', ' ') for s in states)}" if states is not None else ""
             raise Conflict(f"job array {array_id} has no tasks {APPLIES_TO[action]}{among} "
@@ -82,7 +88,7 @@ class ArrayActions:
             try:
                 for w in tasks:
                     try:
-                        out.done.append(self._act(action, w.id, now, actor, admin, reason))
+                        out.done.append(self._act(action, w.id, now, actor, admin, reason, until))
                     except (Conflict, Forbidden) as e:     # raised before the task's change began
                         out.refused[w.id] = str(e)
                         first_refusal = first_refusal or e
@@ -93,11 +99,12 @@ class ArrayActions:
             raise first_refusal
         return out
 
-    def _act(self, action: str, workload_id: str, now: float, actor: str, admin: bool, reason: str) -> Workload:
+    def _act(self, action: str, workload_id: str, now: float, actor: str, admin: bool, reason: str,
+             until: float | None = None) -> Workload:
         if action == "cancel":
             return self.cancel(workload_id, now, reason=reason or f"cancelled by {actor or 'user'}")
         if action == "hold":
-            return self.hold(workload_id, now, actor=actor, admin=admin, reason=reason)
+            return self.hold(workload_id, now, actor=actor, admin=admin, reason=reason, until=until)
         if action == "release":
             return self.release(workload_id, now, actor=actor, admin=admin)
         return self.decide(workload_id, action == "approve", now, actor=actor, reason=reason)

@@ -32,10 +32,17 @@ class Holds:
     """Needs ``get``, ``state``, ``store``, ``_now``, ``_tx``, ``_event``, ``waits_for`` and
     ``join_line`` of the ``Scheduler``."""
 
-    def hold(self, workload_id: str, now=None, actor: str = "", admin: bool = False, reason: str = "") -> Workload:
+    def hold(self, workload_id: str, now=None, actor: str = "", admin: bool = False, reason: str = "",
+             until: float | None = None) -> Workload:
         """Hold ``workload_id`` (pending, or held for its dependencies): it will not start until
-        released. ``admin``: an admin's hold, which only an admin may release."""
+        released. ``admin``: an admin's hold, which only an admin may release. ``until`` (a UNIX
+        time): the hold ends by itself then (``release_due``); it may replace a hold the caller could
+        release (a time set or changed)."""
         reason = validation.free_text("reason", reason, MAX_REASON).strip()
+        now = self._now(now)
+        if until is not None and check_until(until, now, "until") is None:
+            raise ValidationError(f"until ({clock_time(until)}) has passed: hold it without a time, or give a "
+                                  "later one")
         w = self.get(workload_id)
         if w.state not in (PENDING, HELD):
             raise Conflict(f"workload {workload_id} is {w.state.replace('_', ' ')}; only waiting work "
@@ -43,16 +50,17 @@ class Holds:
         if w.kind == "notebook":
             raise Conflict(NO_NOTEBOOKS)
         old = w.metadata.get(HOLD)
-        if old and (old.get("admin") or not admin):
+        retimed = old and until is not None and (admin or not old.get("admin"))
+        if old and (old.get("admin") or not admin) and not retimed:
             raise Conflict(f"workload {workload_id} is held already ({_by(old)})")
-        now = self._now(now)
         with self._tx():
             self.state.pending.pop(w.id, None)
-            w.metadata = {**w.metadata, HOLD: hold_record(actor, admin, now, reason)}
+            w.metadata = {**w.metadata, HOLD: hold_record(actor, admin, now, reason, until and float(until))}
             w.state = HELD
             w.reason = self.waits_for(w)
             self.store.put_workload(w)
-            self._event(now, "held", w, reason, actor=actor, admin=bool(admin))
+            self._event(now, "held", w, reason, actor=actor, admin=bool(admin),
+                        **({"until": until} if until is not None else {}))
         self.state.held[w.id] = w
         return w
 
@@ -96,20 +104,29 @@ def hold_record(by: str, admin: bool, at: float, reason: str, until: float | Non
 def begin_hold(spec: dict, user: str, kind: str, now: float) -> dict | None:
     """The hold a submission's ``begin`` (a UNIX time) asks for; None for none (no begin, or one
     that has come already). ValidationError says what is wrong with it."""
-    begin = spec.get("begin")
+    begin = check_until(spec.get("begin"), now, "begin")
     if begin is None:
         return None
-    if isinstance(begin, bool) or not isinstance(begin, (int, float)) or not math.isfinite(begin):
-        raise ValidationError(f"begin must be a time (seconds since 1970, UTC), not {begin!r}")
-    if begin <= now:
-        return None
-    if begin > now + MAX_BEGIN_AHEAD:
-        raise ValidationError(f"begin is {(begin - now) / 86400:.0f} days ahead: at most {MAX_BEGIN_AHEAD / 86400:.0f}")
     if spec.get("hold"):
         raise ValidationError("hold and begin together: give one (a held workload starts once released)")
     if kind == "notebook":
         raise ValidationError("a notebook's spawn cannot wait for a begin time; start the server then instead")
-    return hold_record(user, False, now, f"it begins at {clock_time(begin)}", until=float(begin))
+    return hold_record(user, False, now, "its begin time", until=begin)
+
+
+def check_until(value, now: float, what: str) -> float | None:
+    """A hold's end (``begin``, ``until``): a UNIX time ahead, at most MAX_BEGIN_AHEAD; None for
+    none or one already past. ValidationError says what is wrong with it."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValidationError(f"{what} must be a time (seconds since 1970, UTC), not {value!r}")
+    if value <= now:
+        return None
+    if value > now + MAX_BEGIN_AHEAD:
+        raise ValidationError(f"{what} is {(value - now) / 86400:.0f} days ahead: at most "
+                              f"{MAX_BEGIN_AHEAD / 86400:.0f}")
+    return float(value)
 
 
 def clock_time(t: float) -> str:
@@ -124,8 +141,7 @@ def _by(hold: dict) -> str:
 
 def hold_words(hold: dict, workload_id: str) -> str:
     """What held work says of its hold."""
-    if hold.get("until"):
-        return (f"held until {clock_time(hold['until'])}, its begin time; it joins the line then, or once "
-                f"released (computehub release {workload_id})")
     how = "an admin releases it" if hold.get("admin") else f"released (computehub release {workload_id})"
+    if hold.get("until"):
+        return f"held until {clock_time(hold['until'])} {_by(hold)}; it joins the line then, or once {how}"
     return f"held {_by(hold)}; it starts only once {how}"

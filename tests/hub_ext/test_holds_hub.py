@@ -51,7 +51,7 @@ def test_bad_hold_requests_are_refused(hub, submitted):  # noqa: F811
     w = json.loads(ok(cli(hub, "alice", "submit", *SMALL, "--hold", "--json")))
     submitted.append(("alice", w["id"]))
     r = hub.call("POST", f"/workloads/{w['id']}/hold", hub.tokens["alice"], json={"why": "x"})
-    assert r.status_code == 400 and "unknown field(s): why (it takes reason)" in r.json()["message"]
+    assert r.status_code == 400 and "unknown field(s): why (it takes reason, until)" in r.json()["message"]
     r = hub.call("POST", f"/workloads/{w['id']}/hold", hub.tokens["alice"], json={"reason": "x" * 501})
     assert r.status_code == 400 and "at most 500 characters" in r.json()["message"]
     r = hub.call("POST", f"/workloads/{w['id']}/hold", hub.tokens["alice"], json={"reason": "ok\x1b]0;pwned\x07"})
@@ -73,7 +73,7 @@ def test_a_begin_time_holds_work_until_then_and_the_service_lets_it_go_by_itself
     begins = w["metadata"]["hold"]["until"]
     assert w["state"] == "held" and 2 < begins - time.time() <= 3.5, w
     assert w["reason"].startswith("held until ") and w["reason"].endswith(
-        f", its begin time; it joins the line then, or once released (computehub release {w['id']})")
+        f" by alice: its begin time; it joins the line then, or once released (computehub release {w['id']})")
     e = hub.call("GET", f"/workloads/{w['id']}", hub.tokens["alice"]).json()["explanation"]
     assert (e["eta"], e["eta_earliest"]) == (begins, True), e
     until(hub, "alice", w["id"], ("admitted",), within=30)
@@ -96,3 +96,30 @@ def test_a_begin_time_holds_work_until_then_and_the_service_lets_it_go_by_itself
                                                                  "begin": "tonight"})
     assert r.status_code == 400 and "begin must be a time (seconds since 1970, UTC)" in r.json()["message"], r.text
     assert len(hub.call("GET", "/workloads", hub.tokens["alice"]).json()["workloads"]) == before
+
+
+def test_a_hold_until_a_time_ends_by_itself(hub, submitted):  # noqa: F811
+    """``hold --until`` (Slurm's ``scontrol update StartTime=``): a hold by hand turned into one that
+    ends by itself; for a whole array in one request; a time past or unreadable is one line."""
+    import time
+    w = json.loads(ok(cli(hub, "alice", "submit", *SMALL, "--hold", "--json")))
+    submitted.append(("alice", w["id"]))
+    out = ok(cli(hub, "alice", "hold", w["id"], "--until", "3s", "--reason", "data lands"))
+    assert out.startswith(f"{w['id']}  held  (held until ") and \
+        "by alice: data lands; it joins the line then, or once released" in out, out
+    until(hub, "alice", w["id"], ("admitted",), within=30)
+
+    arr = json.loads(ok(cli(hub, "alice", "submit", *SMALL, "--array", "0-1", "--hold", "--json")))
+    submitted.extend(("alice", t) for t in arr["tasks"])
+    out = ok(cli(hub, "alice", "hold", "--array", arr["id"], "--until", "2h")).strip()
+    assert out == f"array {arr['id']}: held 2 tasks ({arr['tasks'][0]}, {arr['tasks'][1]}): 2 held", out
+    ends = {hub.call("GET", f"/workloads/{t}", hub.tokens["alice"]).json()["metadata"]["hold"]["until"]
+            for t in arr["tasks"]}
+    assert len(ends) == 1 and 7100 < ends.pop() - time.time() <= 7200
+    line = one_line_error(cli(hub, "alice", "hold", arr["tasks"][0], "--until", "someday"))
+    assert "--until expects a time: 2h or now+90m (from now), 22:00" in line, line
+    r = hub.call("POST", f"/workloads/{arr['tasks'][0]}/hold", hub.tokens["alice"], json={"until": 5})
+    assert r.status_code == 400 and "until (1970-01-01 00:00:05 UTC) has passed" in r.json()["message"], r.text
+    r = hub.call("POST", f"/workloads/{arr['id']}/array-action", hub.tokens["alice"],
+                 json={"action": "release", "until": time.time() + 60})
+    assert r.status_code == 400 and "a release takes no until" in r.json()["message"], r.text

@@ -249,6 +249,7 @@ def test_serve_forwards_without_hub_credentials_and_lets_admins_in(setup):
     ("%submit --mail end write.py", "this ComputeHub sends no mail (its admin sets"),   # the magic passes it on
     ("%cancel --state pending w1", "--state picks tasks of job arrays: give --array too"),
     ("%submit --begin soon write.py", "--begin expects a time: 2h or now+90m (from now), 22:00"),
+    ("%hold --until someday w1", "--until expects a time: 2h or now+90m (from now), 22:00"),
     ("%update --array w1 --state running --time 1h", "--state: 'running' is not a state it may pick; one or more "
                                                      "of held, pending, awaiting_approval"),
 ])
@@ -467,6 +468,9 @@ def test_a_job_that_begins_later_is_held_until_then(setup):
     out = k.run("import time, datetime\nj = %submit --gpus 0 --begin 2h later.py\n"
                 "print(j.last['state'], round((j.last['metadata']['hold']['until'] - time.time()) / 60))")
     assert out["stdout"].strip() == "held 120", out
+    out = k.run("%hold {j.id} --until 3h\nprint(round((j.status()['metadata']['hold']['until'] - time.time()) / 60))")
+    lines = out["stdout"].strip().splitlines()                      # its begin time moved: one request
+    assert lines[0].startswith(f"{k.value('j.id')}: held (held until ") and lines[1] == "180", out
     out = k.run("from labextension import jobs\nat = datetime.datetime.now() + datetime.timedelta(hours=3)\n"
                 "j2 = jobs.submit('later.py', gpus=0, begin=at)\n"
                 "print(j2.last['state'], abs(j2.last['metadata']['hold']['until'] - at.timestamp()) < 1)")

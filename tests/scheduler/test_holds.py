@@ -111,7 +111,7 @@ def test_work_with_a_begin_time_waits_held_until_then_and_joins_the_line_by_itse
     s = cluster(nodes=1, gpus=8)
     night = job(s, gpus=8, now=0, time_limit=3600, name="night", begin=7200)
     assert night.state == HELD and night.metadata["hold"]["until"] == 7200
-    said = (f"held until 1970-01-01 02:00:00 UTC, its begin time; it joins the line then, or once released "
+    said = (f"held until 1970-01-01 02:00:00 UTC by ada: its begin time; it joins the line then, or once released "
             f"(computehub release {night.id})")
     assert night.reason == said
     e = s.explain(night.id, now=600)
@@ -175,3 +175,41 @@ def test_a_bad_begin_time_is_refused_saying_what_is_wrong(fields, says):
     with pytest.raises(ValidationError, match=says.replace("(", r"\(").replace(")", r"\)")):
         s.submit({"user": "ada", "queue": "a", "kind": "training", "resources": {"gpu": 1}, **fields}, now=1)
     assert not s.state.held and not s.state.pending
+
+
+def test_a_hold_until_a_time_ends_by_itself_and_its_time_can_be_changed():
+    s = cluster(nodes=1, gpus=8)
+    w = job(s, gpus=1, now=0)
+    s.hold(w.id, now=10, actor="ada", reason="after the data lands", until=3600)
+    assert w.reason == (f"held until 1970-01-01 01:00:00 UTC by ada: after the data lands; it joins the line then, "
+                        f"or once released (computehub release {w.id})")
+    s.hold(w.id, now=20, actor="ada", until=7200)            # later: its own timed hold, changed
+    assert w.metadata["hold"]["until"] == 7200
+    with pytest.raises(Conflict, match="is held already"):
+        s.hold(w.id, now=30, actor="ada")                    # a hold with no end does not replace one
+    s.cycle(now=3700)
+    assert s.get(w.id).state == HELD
+    s.cycle(now=7200)
+    assert s.get(w.id).state == ADMITTED
+    # An admin's hold until the maintenance ends: its owner cannot change or release it; it ends by itself.
+    v = job(s, gpus=1, now=7300)
+    s.hold(v.id, now=7301, actor="root", admin=True, reason="maintenance", until=9000)
+    with pytest.raises(Conflict, match="is held already"):
+        s.hold(v.id, now=7302, actor="ada", until=7400)
+    with pytest.raises(Forbidden):
+        s.release(v.id, now=7303, actor="ada")
+    s.cycle(now=9001)
+    assert s.get(v.id).state == ADMITTED
+    with pytest.raises(ValidationError, match=r"until \(1970-01-01 00:00:05 UTC\) has passed"):
+        s.hold(job(s, gpus=1, now=9100).id, now=9101, actor="ada", until=5)
+
+
+def test_an_arrays_waiting_tasks_are_held_until_a_time_in_one_go():
+    s = cluster(nodes=1, gpus=8)
+    tasks = job(s, gpus=1, now=0, array="0-3", hold=True)
+    out = s.act_on_array(tasks[0].id, "hold", now=5, actor="ada", until=600)      # held by hand: now timed
+    assert len(out.done) == 4 and {t.metadata["hold"]["until"] for t in tasks} == {600}
+    with pytest.raises(ValidationError, match="a release takes no until"):
+        s.act_on_array(tasks[0].id, "release", now=6, actor="ada", until=700)
+    s.cycle(now=601)
+    assert {s.get(t.id).state for t in tasks} == {ADMITTED}
