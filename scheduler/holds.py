@@ -8,9 +8,10 @@ hold. Released work joins the line with its wait counted from then (``eligible_a
 earns no place ahead of work that waited for GPUs meanwhile. Work that also runs after other
 work stays held for that after its release, until the next cycle finds it ended.
 
-A submission's ``begin`` (Slurm's ``--begin``) is a hold that ends by itself: the work is held
-until that time (``metadata.hold.until``), and the first cycle from then on releases it
-(``release_due``). Its user may release it sooner.
+A submission's ``begin`` (Slurm's ``--begin``), or ``hold(..., until=T)``, is a hold that ends by
+itself: the work is held until that time (``metadata.hold.until``), and the first cycle from
+then on releases it (``release_due``). Whoever could release it may do so sooner, or hold it
+until another time.
 """
 
 from __future__ import annotations
@@ -85,7 +86,6 @@ class Holds:
             self._event(now, "hold_released", w, "", actor=actor)
         return w
 
-
     def release_due(self, now: float) -> list[Workload]:
         """Held work whose begin time has come (``metadata.hold.until``) is released: it joins the
         line, or waits on for what it runs after. Call inside the cycle's transaction."""
@@ -97,7 +97,7 @@ class Holds:
 
 def hold_record(by: str, admin: bool, at: float, reason: str, until: float | None = None) -> dict:
     """What ``metadata.hold`` keeps: who holds it, whether an admin, since when, why (and for a
-    submission's begin time, until when)."""
+    hold that ends by itself, a begin time or ``hold --until``, until when)."""
     return {"by": by, "admin": bool(admin), "at": at, "reason": reason, **({"until": until} if until else {})}
 
 
