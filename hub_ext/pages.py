@@ -20,7 +20,7 @@ from tornado.escape import to_unicode, xhtml_escape
 from tornado.log import app_log
 
 from scheduler import SchedulerError, StoreUnavailable
-from scheduler.model import HELD, PENDING, TERMINAL
+from scheduler.model import HELD, HOLD, PENDING, TERMINAL
 from scheduler.resources import CPU, GPU, MEMORY, fmt_amount, is_flavor, label
 
 from . import views
@@ -293,8 +293,10 @@ class PendingPage(AdminPage):
         held = sched.workloads(states=(HELD,))
         held_rows = array_rows([dict(views.workload(w), reason=sched.waits_for(w)) for w in held])
         held_by_id = {w.id: w for w in held}
-        for d in [d for d in held_rows if held_by_id[d["id"]].after][:EXPLAIN_MAX]:
-            e = await svc.explanation(held_by_id[d["id"]])      # from when what it runs after ends
+        timed = [d for d in held_rows if (held_by_id[d["id"]].metadata.get(HOLD) or {}).get("until")]
+        for d in timed + [d for d in held_rows if held_by_id[d["id"]].after and d not in timed][:EXPLAIN_MAX]:
+            # From its begin time (no simulation), or from when what it runs after ends.
+            e = await svc.explanation(held_by_id[d["id"]])
             d.update(eta_seconds=e.get("eta_seconds"), eta_reason=e.get("eta_reason"),
                      eta_earliest=e.get("eta_earliest", False))
         return {"rows": rows, "explain_max": EXPLAIN_MAX, "held": held_rows, "held_count": len(held),

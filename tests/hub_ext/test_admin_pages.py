@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -131,6 +132,13 @@ def test_admin_edits_quota_and_drains_node(admin_hub, browser, tmp_path):
             sync_api.expect(held.locator(f"#w-{fourth}")).to_contain_text(f"tasks 6-7 of array {fourth} (2 tasks)")
             sync_api.expect(held.locator(f"#w-{tasks[1]}")).to_have_count(0)
             sync_api.expect(page.locator("h2#held")).to_have_text("Held (3)")        # workloads, not lines
+            # Work with a begin time: held until then, and that is its start estimate, at the earliest.
+            fifth = hub.call("POST", "/workloads", alice, json={**gang, "begin": time.time() + 3 * 3600}).json()["id"]
+            tasks.append(fifth)
+            page.reload()
+            sync_api.expect(held.locator(f"#w-{fifth}")).to_contain_text(
+                re.compile(r"in (3 h 0 min|2 h 59 min) or later"))
+            sync_api.expect(held.locator(f"#w-{fifth} .reason")).to_contain_text("by alice: its begin time")
             sweep = hub.call("POST", "/workloads", alice,
                              json={**gang, "array": "0-2", "name": "sweep"}).json()["tasks"]
             tasks += sweep
