@@ -20,7 +20,8 @@ from tornado.escape import to_unicode, xhtml_escape
 from tornado.log import app_log
 
 from scheduler import SchedulerError, StoreUnavailable
-from scheduler.model import HELD, HOLD, PENDING, TERMINAL
+from scheduler.holds import hold_until
+from scheduler.model import HELD, PENDING, TERMINAL
 from scheduler.resources import CPU, GPU, MEMORY, fmt_amount, is_flavor, label
 
 from . import views
@@ -293,7 +294,7 @@ class PendingPage(AdminPage):
         held = sched.workloads(states=(HELD,))
         held_rows = array_rows([dict(views.workload(w), reason=sched.waits_for(w)) for w in held])
         held_by_id = {w.id: w for w in held}
-        timed = [d for d in held_rows if (held_by_id[d["id"]].metadata.get(HOLD) or {}).get("until")]
+        timed = [d for d in held_rows if hold_until(held_by_id[d["id"]])]
         for d in timed + [d for d in held_rows if held_by_id[d["id"]].after and d not in timed][:EXPLAIN_MAX]:
             # From its begin time (no simulation), or from when what it runs after ends.
             e = await svc.explanation(held_by_id[d["id"]])

@@ -1,8 +1,8 @@
 """One user's work at a glance (the event stream, the landing page): each workload's state, and
 for waiting work its position, why it waits and when it should start.
 
-A start estimate (for held work that runs after other work: from when that ends) is a
-simulation of everything ahead in line (up to a second for work deep in a long line, in the
+A start estimate (for held work that runs after other work: from when that ends; for held
+work with a begin time: that time, no simulation) is a simulation of everything ahead in line (up to a second for work deep in a long line, in the
 service's worker thread: estimates.py), so only the first of a job array's tasks waiting in a
 state gets one (the others wait behind it), and at most ``EXPLAIN_MAX`` workloads a look; the
 rest get their position and the last cycle's reason (``brief``). The admin's Pending page
@@ -11,6 +11,7 @@ explains its first lines the same way.
 
 from __future__ import annotations
 
+from scheduler.holds import hold_until
 from scheduler.model import HELD, PENDING
 
 EXPLAIN_MAX = 50
@@ -25,8 +26,9 @@ async def snapshot(svc, user: str) -> list[dict]:
         d = {"id": w.id, "name": w.name, "state": w.state, "queue": w.queue, "kind": w.kind}
         if w.array:
             d["array"] = w.array
-        # Held work that runs after other work is estimated from when that ends (estimate.py).
-        estimated = w.state == PENDING or (w.state == HELD and bool(w.after))
+        # Held work that runs after other work is estimated from when that ends (estimate.py);
+        # held work with a begin time, from then.
+        estimated = w.state == PENDING or (w.state == HELD and (bool(w.after) or hold_until(w) is not None))
         first = estimated and (not w.array or (w.array["id"], w.state) not in rows)
         if w.array and estimated:
             rows.add((w.array["id"], w.state))

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from .blockers import CAPACITY, NO_NODE, RESERVED, Blocker
 from .estimate import Estimate, Steps, eta_fields, settle
-from .model import HELD, HOLD, PENDING, Workload
+from .holds import hold_until
+from .model import HELD, PENDING, Workload
 from .resources import GPU, fmt_amount
 
 
@@ -36,7 +37,7 @@ def explain_steps(sched, w: Workload, now: float) -> Steps:
     out = {"id": w.id, "state": w.state, "queue": w.queue, "priority": w.priority}
     if w.state == HELD:
         out["reason"] = sched.waits_for(w)
-        begins = (w.metadata.get(HOLD) or {}).get("until")
+        begins = hold_until(w)
         if begins is not None:      # it joins the line at its begin time: no sooner
             out.update(eta_fields(begins, "at its begin time, at the earliest: it joins the line then", False, now),
                        eta_earliest=True)

@@ -129,6 +129,11 @@ def check_until(value, now: float, what: str) -> float | None:
     return float(value)
 
 
+def hold_until(w: Workload) -> float | None:
+    """When ``w``'s hold ends by itself (its begin time; ``hold --until``), None if it does not."""
+    return (w.metadata.get(HOLD) or {}).get("until")
+
+
 def clock_time(t: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import requests
 from test_cli_client import admitted, cli, ok, one_line_error, submitted  # noqa: F401
 from test_dependencies_hub import until
 
@@ -83,6 +84,12 @@ def test_a_begin_time_holds_work_until_then_and_the_service_lets_it_go_by_itself
     later = json.loads(ok(cli(hub, "alice", "submit", *SMALL, "--begin", "tomorrow", "--json")))
     submitted.append(("alice", later["id"]))
     assert later["state"] == "held" and later["metadata"]["hold"]["until"] - time.time() > 0
+    with requests.get(hub.api + "/events", headers={"Authorization": f"token {hub.tokens['alice']}"}, stream=True,
+                      timeout=20) as r:            # the event stream (the lab panel): from its begin time
+        snap = next(json.loads(line[5:]) for line in r.iter_lines(decode_unicode=True) if line.startswith("data:")
+                    and line[5:].strip().startswith("["))
+    row = next(x for x in snap if x["id"] == later["id"])
+    assert (row["eta"], row["eta_earliest"]) == (later["metadata"]["hold"]["until"], True), row
     assert ok(cli(hub, "alice", "release", later["id"])).split()[:2] == [later["id"], "pending"]   # sooner
     before = len(hub.call("GET", "/workloads", hub.tokens["alice"]).json()["workloads"])
     for bad, says in (("soon", "--begin expects a time: 2h or now+90m (from now), 22:00, midnight"),
