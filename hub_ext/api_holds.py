@@ -40,6 +40,19 @@ class WorkloadReleaseHandler(_OneWorkload):
         self.write_json(views.workload(w))
 
 
+class WorkloadTopHandler(_OneWorkload):
+    """``POST workloads/{id}/top``: first among its owner's waiting work of its queue and class
+    (scheduler/tops.py; Slurm's ``scontrol top``)."""
+
+    async def post(self, workload_id):
+        caller, w = self._visible(workload_id)
+        self.require(caller.may_cancel(w), "reorder this workload")
+        _body(self, set())
+        w = self.service.sched.top(w.id, actor=caller.name)
+        self.service.changed()
+        self.write_json(views.workload(w))
+
+
 class WorkloadMailHandler(_OneWorkload):
     """``POST workloads/{id}/mail`` ``{"mail": ["end"]}``: what live work mails its owner about from
     now on (hub_ext/mail.py); ``[]`` for nothing. For a task of a job array, the whole array's."""

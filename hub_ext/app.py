@@ -215,6 +215,7 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Mail, Dead
             (api + rf"/workloads/{wid}/array-limit", AR.ArrayLimitHandler),
             (api + rf"/workloads/{wid}/array-action", AR.ArrayActionHandler),
             (api + rf"/workloads/{wid}/release", H.WorkloadReleaseHandler),
+            (api + rf"/workloads/{wid}/top", H.WorkloadTopHandler),
             (api + rf"/workloads/{wid}/mail", H.WorkloadMailHandler),
             (api + r"/queues", A.QueuesHandler),
             (api + rf"/queues/{name}", A.QueueHandler),

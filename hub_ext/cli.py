@@ -102,6 +102,7 @@ computehub simulate --trace sample --policy sjf --json
                    "Change waiting workloads: GPUs, memory, time limit, queue, class, name (ID ... OPTIONS)."),
         "hold": ("hub_ext.cli_client_holds.HoldApp", "Keep waiting workloads from starting until released."),
         "release": ("hub_ext.cli_client_holds.ReleaseApp", "Let held workloads join the line."),
+        "top": ("hub_ext.cli_client_holds.TopApp", "Put waiting workloads first among your own (ID ...)."),
         "mail": ("hub_ext.cli_client_holds.MailApp", "What a live workload mails you about (ID TYPES)."),
         "mail-address": ("hub_ext.cli_client_holds.MailAddressApp",
                          "Where your mail goes; give your own address where the admin allows ([ADDRESS|none])."),

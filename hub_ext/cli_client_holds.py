@@ -4,6 +4,7 @@ array's tasks may run at a time, what live work mails about, and where the mail 
 
 from __future__ import annotations
 
+import json
 import time
 
 from traitlets import Bool, Unicode
@@ -63,6 +64,31 @@ computehub release --array w0000050
             return act_on_arrays(ch, ids, "release")
         return for_each_id(ids, by_index(ch, ch.release),
                            lambda w: f"{w['id']}  {w['state']}" + (f"  ({w['reason']})" if w["reason"] else ""))
+
+
+class TopApp(ClientCommand):
+    name = "computehub top"
+    description = ("computehub top ID [ID ...]: put waiting workloads first among your own waiting work of "
+                   "their queue and priority class, the first named first (Slurm's scontrol top). They take the "
+                   "best places your work had there; everyone else's work keeps its place.")
+    examples = """
+computehub top w0000042                # my eval job before my other sweeps
+computehub top w0000042 w0000040       # w0000042 first, then w0000040, then the rest of mine
+"""
+    positional, usage_args = -1, "one or more workload ids"
+    aliases = dict(ClientCommand.aliases)
+    flags = dict(ClientCommand.flags)
+
+    def run(self, *ids):
+        ch, lines = self.client(), []
+
+        def line(w: dict) -> str:
+            return json.dumps(w) if self.json else \
+                f"{w['id']}  {w['state']}  first among your {w['priority']} work in queue {w['queue']}"
+        # The last put first goes first: the first named is put first last.
+        rc = for_each_id(list(reversed(ids)), by_index(ch, ch.top), line, lines)
+        print("\n".join(reversed(lines)), end="\n" if lines else "")
+        return rc
 
 
 class ArrayLimitApp(ClientCommand):

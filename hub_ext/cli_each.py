@@ -26,9 +26,10 @@ def report(e: ComputeHubError) -> int:
     return 2 if mistake else 1
 
 
-def for_each_id(ids, act, line) -> int:
-    """``act(id)`` for each id, printing ``line(answer)``; a refusal is one line on stderr and
-    the others still go ahead (the exit code: 2 if one was the caller's mistake)."""
+def for_each_id(ids, act, line, lines: list[str] | None = None) -> int:
+    """``act(id)`` for each id, printing ``line(answer)`` (or adding it to ``lines``); a refusal is
+    one line on stderr and the others still go ahead (the exit code: 2 if one was the caller's
+    mistake)."""
     rc = 0
     for wid in ids:
         try:
@@ -38,7 +39,10 @@ def for_each_id(ids, act, line) -> int:
                 raise
             rc = max(rc, report(e))
             continue
-        print(line(w))
+        if lines is None:
+            print(line(w))
+        else:
+            lines.append(line(w))
     return rc
 
 

@@ -221,6 +221,10 @@ class ComputeHubClient:
     def release(self, workload_id: str) -> dict:
         return self.request("POST", f"workloads/{quote(str(workload_id), safe='')}/release", body={})
 
+    def top(self, workload_id: str) -> dict:
+        """First among my own waiting work of its queue and class (Slurm's ``scontrol top``)."""
+        return self.request("POST", f"workloads/{quote(str(workload_id), safe='')}/top", body={})
+
     def set_mail(self, workload_id: str, mail) -> dict:
         """What live work mails its owner about from now on: ``"end,fail"``, ``["all"]``; ``[]`` for
         nothing (for a job array's task, the whole array's)."""

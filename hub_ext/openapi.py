@@ -158,6 +158,12 @@ def document(version: str) -> dict:
                             "held until what it runs after has ended). 403 for an admin's hold released by "
                             "another; 409 if it is not held", _ok("#/components/schemas/Workload"), params=[wid],
                             scope="custom:computehub:submit (own) or submit-on-behalf")},
+            "/api/v1/workloads/{workload_id}/top": {
+                "post": _op("Put waiting work first among its owner's waiting work of the same queue and "
+                            "priority class (Slurm's scontrol top): it takes the best place any of that work "
+                            "had, and everyone else's work keeps its place; the latest put first goes first. "
+                            "409 if it is not waiting", _ok("#/components/schemas/Workload"), params=[wid],
+                            scope="custom:computehub:submit (own) or submit-on-behalf")},
             "/api/v1/workloads/{workload_id}/mail": {
                 "post": _op("What live work mails its owner about from now on (begin, end, fail, requeue; all; "
                             "[] for nothing); for a task of a job array, every live task of it. The answer is "

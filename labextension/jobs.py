@@ -185,6 +185,10 @@ class Client:
     def release(self, workload_id: str) -> dict:
         return self.request("POST", f"workloads/{urllib.parse.quote(workload_id, safe='')}/release", {})
 
+    def top(self, workload_id: str) -> dict:
+        """First among my own waiting work of its queue and class (Slurm's ``scontrol top``)."""
+        return self.request("POST", f"workloads/{urllib.parse.quote(workload_id, safe='')}/top", {})
+
     def update(self, workload_id: str, changes: dict, whole_array: bool = False, dry_run: bool = False,
                states=None) -> dict:
         """Change waiting work (``PATCH workloads/{id}``: resources, time_limit, queue, name, ...;
@@ -301,6 +305,11 @@ class Job:
 
     def release(self) -> dict:
         self.last = self.client.release(self.id)
+        return self.last
+
+    def top(self) -> dict:
+        """Put it first among my own waiting jobs of its queue and class."""
+        self.last = self.client.top(self.id)
         return self.last
 
     def update(self, gpus: int | None = None, cpu=None, memory=None, **changes) -> dict:

@@ -17,6 +17,7 @@ from .durable import DurableMemory
 from .cancels import Cancels
 from .dependencies import Dependencies
 from .holds import Holds
+from .tops import Tops
 from .mail_types import MailWishes
 from .start_deadline import StartDeadline
 from .stop_deadline import StopDeadline
@@ -31,7 +32,7 @@ from .updates import Updates
 
 
 class Scheduler(DurableMemory, Cancels, Dependencies, Holds, ArrayLimits, ArrayActions, MailWishes, StartDeadline,
-                StopDeadline, SubmissionsMixin, Updates):
+                StopDeadline, SubmissionsMixin, Tops, Updates):
     def __init__(self, store: Store | None = None, config: EngineConfig | None = None,
                  clock=_time.time, prices: dict[str, float] | None = None):
         self.store = store if store is not None else MemoryStore()

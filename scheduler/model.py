@@ -31,8 +31,9 @@ STOP_OVERDUE = "stop_overdue"            # when it was found not stopped in time
 STOP_REASON = "stop_reason"              # why it is being cancelled or reclaimed, while it is stopped
 HOLD = "hold"                            # who holds it back, when and why (holds.py), while held
 MAIL = "mail"                            # the mail types its owner asked for (mail_types.py)
+TOP = "top"                              # when its owner put it first among their own (tops.py)
 SCHEDULER_METADATA = ("status", "ran_s", "preempted_by", "moved_for", QUEUED_AT, START_TIMEOUTS, STOPPING_SINCE,
-                      STOP_OVERDUE, STOP_REASON, HOLD, MAIL)
+                      STOP_OVERDUE, STOP_REASON, HOLD, MAIL, TOP)
 
 AWAITING_APPROVAL = "awaiting_approval"  # accepted, above its queue's approval threshold
 PENDING = "pending"          # accepted, waiting for admission

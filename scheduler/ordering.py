@@ -1,7 +1,8 @@
 """In what order pending work is considered: the engine's ``order`` (EngineConfig.order).
 
 'priority' (the default): class rank, queues below their guarantee first, fair share in
-steps, Maui's expansion factor, then age. The others ('fifo', 'sjf', and the service orders
+steps, Maui's expansion factor, then age; then each user's own choice of what goes first
+among their work (tops.py). The others ('fifo', 'sjf', and the service orders
 of ``policies``) exist for trace replay. Pure given (state, config, fair share, now).
 """
 
@@ -10,7 +11,8 @@ from __future__ import annotations
 import math
 
 from . import policies
-from .model import Workload
+from .model import TOP, Workload
+from .tops import own_first
 
 
 def pending_order(st, cfg, fs, now: float, first=()) -> list[Workload]:
@@ -76,4 +78,8 @@ def _by_policy(st, cfg, fs, now: float) -> list[Workload]:
             u = ushare[q].get(w.user)
             return (lead[q][w.priority], -xf, qshare[q], u if u is not None else user_share(q, w.user), w.seq)
 
-    return sorted(pending, key=key)
+    ordered = sorted(pending, key=key)
+    topped = getattr(st.pending, "topped", None)        # (a line tried out, what_if.py: a plain dict)
+    if topped is None:
+        topped = {w.id for w in pending if TOP in w.metadata}
+    return own_first(ordered, topped) if topped else ordered

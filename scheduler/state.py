@@ -9,18 +9,21 @@ from __future__ import annotations
 from collections import Counter
 
 from .inventory import Inventory
-from .model import HELD, HOLDING, PENDING, QUEUED_AT, NodeSpec, PriorityClass, QueueSpec, Workload, leaving
+from .model import HELD, HOLDING, PENDING, QUEUED_AT, TOP, NodeSpec, PriorityClass, QueueSpec, Workload, leaving
 from .quota import QueueTree
 from .resources import CPU, MEMORY
 
 
 class PendingWork(dict):
     """Pending workloads by id, keeping count of each user's (``by_user``) as they come and go:
-    the submission cap (``max_waiting_per_user``) reads it without a pass over the line."""
+    the submission cap (``max_waiting_per_user``) reads it without a pass over the line; and
+    which its owners put first among their own (``topped``, tops.py): the order looks for them
+    only when there are some."""
 
     def __init__(self):
         super().__init__()
         self.by_user: Counter = Counter()
+        self.topped: set[str] = set()
 
     def __setitem__(self, key: str, w: Workload) -> None:
         old = dict.get(self, key)
@@ -28,6 +31,10 @@ class PendingWork(dict):
             self.by_user[old.user] -= 1
         dict.__setitem__(self, key, w)
         self.by_user[w.user] += 1
+        if TOP in w.metadata:
+            self.topped.add(key)
+        else:
+            self.topped.discard(key)
 
     def pop(self, key: str, *default):
         w = dict.pop(self, key, _MISSING)
@@ -36,6 +43,7 @@ class PendingWork(dict):
                 return default[0]
             raise KeyError(key)
         self.by_user[w.user] -= 1
+        self.topped.discard(key)
         return w
 
     def __delitem__(self, key: str) -> None:

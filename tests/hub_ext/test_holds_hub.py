@@ -130,3 +130,36 @@ def test_a_hold_until_a_time_ends_by_itself(hub, submitted):  # noqa: F811
     r = hub.call("POST", f"/workloads/{arr['id']}/array-action", hub.tokens["alice"],
                  json={"action": "release", "until": time.time() + 60})
     assert r.status_code == 400 and "a release takes no until" in r.json()["message"], r.text
+
+
+def test_my_own_order_top(hub, submitted):  # noqa: F811
+    """``computehub top`` (Slurm's ``scontrol top``): alice's jobs swap places among her own, the
+    first named first; another user cannot touch them; running work cannot be reordered."""
+    import time
+    gpu = ("--kind", "batch", "--gpus", "4", "--workers", "2", "--time", "1h")     # every GPU
+    blocker = admitted(hub, submitted, "bob", *gpu)
+    mine = []
+    for _ in range(3):
+        mine.append(json.loads(ok(cli(hub, "alice", "submit", *gpu, "--json")))["id"])
+        submitted.append(("alice", mine[-1]))
+
+    def places() -> list[str]:
+        deadline = time.time() + 15
+        while True:             # positions are the last cycle's: wait for one after the change
+            at = {w: hub.call("GET", f"/workloads/{w}", hub.tokens["alice"]).json().get("position") for w in mine}
+            if None not in at.values():
+                order = sorted(mine, key=at.get)
+                if order[0] == mine[2] or time.time() > deadline:
+                    return order
+            time.sleep(0.2)
+
+    out = ok(cli(hub, "alice", "top", mine[2], mine[1])).splitlines()
+    assert out == [f"{mine[2]}  pending  first among your preemptible work in queue vision",
+                   f"{mine[1]}  pending  first among your preemptible work in queue vision"], out
+    assert places() == [mine[2], mine[1], mine[0]]
+    line = one_line_error(cli(hub, "carol", "top", mine[0]))
+    assert f"no workload '{mine[0]}'" in line, line
+    line = one_line_error(cli(hub, "bob", "top", blocker["id"]))
+    assert "is admitted; only waiting work can go first among its owner's" in line, line
+    events = hub.call("GET", f"/audit?workload={mine[2]}&kind=topped", hub.tokens["ada"]).json()["events"]
+    assert [e["data"]["actor"] for e in events] == ["alice"], events

@@ -475,6 +475,8 @@ def test_a_job_that_begins_later_is_held_until_then(setup):
                 "j2 = jobs.submit('later.py', gpus=0, begin=at)\n"
                 "print(j2.last['state'], abs(j2.last['metadata']['hold']['until'] - at.timestamp()) < 1)")
     assert out["stdout"].strip() == "held True", out
+    out = k.run("print(j2.top()['metadata']['top'] > 0, j2.last['state'])")     # first among my own
+    assert out["stdout"].strip() == "True held", out
     k.run("j.cancel(); j2.cancel()")
 
 
