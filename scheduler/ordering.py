@@ -80,6 +80,5 @@ def _by_policy(st, cfg, fs, now: float) -> list[Workload]:
 
     ordered = sorted(pending, key=key)
     topped = getattr(st.pending, "topped", None)        # (a line tried out, what_if.py: a plain dict)
-    if topped is None:
-        topped = {w.id for w in pending if TOP in w.metadata}
-    return own_first(ordered, topped) if topped else ordered
+    tops = [w for w in pending if TOP in w.metadata] if topped is None else [st.pending[i] for i in topped]
+    return own_first(ordered, tops) if tops else ordered

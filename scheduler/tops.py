@@ -32,15 +32,18 @@ class Tops:
         return w
 
 
-def own_first(ordered: list[Workload], topped: set[str]) -> list[Workload]:
-    """``ordered`` with each topped workload moved first among its owner's work of its queue and
-    class (latest topped first), into the places that work had; every other place unchanged."""
-    groups = {(w.queue, w.user, w.priority) for w in ordered if w.id in topped}
-    places: dict[tuple, list[int]] = {g: [] for g in groups}
+def own_first(ordered: list[Workload], tops: list[Workload]) -> list[Workload]:
+    """``ordered`` with each of ``tops`` (topped workloads among them) moved first among its owner's
+    work of its queue and class (latest topped first), into the places that work had; every other
+    place unchanged."""
+    topped = {w.id for w in tops}
+    users = {w.user for w in tops}
+    places: dict[tuple, list[int]] = {(w.queue, w.user, w.priority): [] for w in tops}
     for i, w in enumerate(ordered):
-        at = places.get((w.queue, w.user, w.priority))
-        if at is not None:
-            at.append(i)
+        if w.user in users:         # (a set of names: cheaper than a key for every workload)
+            at = places.get((w.queue, w.user, w.priority))
+            if at is not None:
+                at.append(i)
     out = list(ordered)
     for at in places.values():
         members = [ordered[i] for i in at]
