@@ -2,7 +2,8 @@
 
 ``GET  computehub/workloads``             my work, my queues (proxied to the service)
 ``DELETE computehub/workloads/{id}``      cancel one of mine
-``POST computehub/workloads/{id}/hold``    keep one of mine from starting (``/release``: let it go)
+``POST computehub/workloads/{id}/hold``    keep one of mine from starting (``/release``: let it go;
+                                          ``/top``: first among my own)
 ``POST computehub/workloads/{id}/array-action``  cancel, hold or release a row of a job array's tasks at once
 ``PATCH computehub/workloads/{id}``       change one of mine (``?dry_run=true``: try it; ``?tasks=all``)
 ``POST computehub/workloads/{id}/mail``    what one of mine mails me about (``{"mail": ["end"]}``)
@@ -203,7 +204,7 @@ def load(serverapp) -> None:
         (url_path_join(base, "workloads"), WorkloadsHandler),
         (url_path_join(base, "workloads", wid), WorkloadHandler),
         (url_path_join(base, "workloads", wid, "logs"), LogsHandler),
-        (url_path_join(base, "workloads", wid, "(?P<action>hold|release)"), HoldHandler),
+        (url_path_join(base, "workloads", wid, "(?P<action>hold|release|top)"), HoldHandler),
         (url_path_join(base, "workloads", wid, "array-action"), ArrayActionHandler),
         (url_path_join(base, "workloads", wid, "mail"), MailHandler),
         (url_path_join(base, "gpu"), GPUHandler),

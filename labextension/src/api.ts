@@ -38,8 +38,9 @@ export const fetchWorkloads = () => requestAPI<WorkloadsReport>('workloads');
 export const fetchGpu = () => requestAPI<GpuReport>('gpu');
 export const cancelWorkload = (id: string) =>
   requestAPI<unknown>(`workloads/${encodeURIComponent(id)}`, { method: 'DELETE' });
-/** Keep one of my waiting workloads from starting (`hold`), or let it go (`release`). */
-export const holdOrRelease = (id: string, action: 'hold' | 'release') =>
+/** Keep one of my waiting workloads from starting (`hold`), let it go (`release`), or put it
+ * first among my own waiting work of its queue and class (`top`). */
+export const holdOrRelease = (id: string, action: 'hold' | 'release' | 'top') =>
   requestAPI<unknown>(`workloads/${encodeURIComponent(id)}/${action}`, { method: 'POST', body: '{}' });
 /** Cancel, hold or release the tasks of job array `id` that are in `states`, in one request. */
 export const arrayAction = (id: string, action: 'cancel' | 'hold' | 'release', states: string[]) =>

@@ -94,7 +94,7 @@ export const LIVE_STATES = ['awaiting_approval', 'held', 'pending', 'admitted', 
 const STATE_WORDS: { [state: string]: string } = {
   awaiting_approval: "waiting for an admin's approval",
   pending: 'waiting in the queue',
-  held: 'waiting for the jobs it runs after to end',
+  held: 'not in line yet',
   admitted: 'GPUs assigned, starting',
   running: 'running',
   preempting: 'being preempted to make room for other work',
@@ -237,9 +237,10 @@ export function queuedSummary(w: Workload): string {
     return 'Awaiting approval';
   }
   if (w.state === 'held') {
-    const held = w.explanation?.eta_seconds; // from when what it runs after ends
+    const held = w.explanation?.eta_seconds; // from when what it runs after ends, or its begin time
     const eta = typeof held === 'number' ? ` · ${formatEta(held, w.explanation?.eta_earliest)}` : '';
-    return `Held: runs after other jobs${eta}`;
+    const hold = w.metadata?.hold;
+    return `Held: ${!hold ? 'runs after other jobs' : hold.until ? 'begins later' : 'held back'}${eta}`;
   }
   const pos = w.explanation?.position_in_queue ?? w.position_in_queue;
   const eta = formatEta(w.explanation?.eta_seconds, w.explanation?.eta_earliest);
@@ -345,6 +346,15 @@ export function holdAction(w: Workload): 'hold' | 'release' | null {
     return 'hold';
   }
   return w.state === 'held' && hold && !hold.admin ? 'release' : null;
+}
+
+/** Whether to offer to put a waiting workload first among my own (the service's `top`): it is
+ * not a notebook's spawn nor a row of an array's tasks, and another of mine waits in its queue
+ * and class (with nothing else of mine there, it is first already). */
+export function firstable(w: Workload, mine: Workload[]): boolean {
+  const waits = (x: Workload) => PENDING_STATES.includes(x.state);
+  return waits(w) && w.kind !== 'notebook' && !w.array &&
+    mine.some(x => x.id !== w.id && waits(x) && x.queue === w.queue && x.priority === w.priority);
 }
 
 /** Which of my workloads can still be cancelled (not one already being cancelled or reclaimed). */

@@ -18,6 +18,7 @@ import { LogFollower } from './logview';
 import {
   Workload,
   cancellable,
+  firstable,
   holdAction,
   formatEta,
   gpuRequest,
@@ -258,6 +259,14 @@ export class ComputeHubPanel extends Widget {
       b.setAttribute('aria-label', `${label} ${workloadName(w)}`);
       b.dataset.focusKey = `${hold}:${w.id}`;
       b.onclick = () => void this.perform(hold, w, () => onRow(w, hold, id => holdOrRelease(id, hold)));
+      bar.appendChild(b);
+    }
+    if (!here && firstable(w, this.store.report?.workloads ?? [])) {
+      const b = el('button', 'jp-ComputeHub-button jp-ComputeHub-first', 'First');
+      b.setAttribute('aria-label', `Put ${workloadName(w)} first among my waiting jobs`);
+      b.title = 'Start it before my other waiting jobs of its queue (nobody else moves)';
+      b.dataset.focusKey = `first:${w.id}`;
+      b.onclick = () => void this.perform('put first', w, () => holdOrRelease(w.id, 'top'));
       bar.appendChild(b);
     }
     if (changeable(w) && !here) {

@@ -249,11 +249,25 @@ def test_status_bar_and_panel_follow_a_queued_job_to_running(labhub, browser, tm
         row.locator(".jp-ComputeHub-hold").click()
         sync_api.expect(row).to_have_attribute("data-state", "held", timeout=30_000)
         sync_api.expect(row.locator(".jp-ComputeHub-reason")).to_contain_text(
-            "waiting for the jobs it runs after to end: held by alice")
+            "not in line yet: held by alice")
         assert workload(hub, job)["metadata"]["hold"]["by"] == "alice"
         row.locator(".jp-ComputeHub-release").click()
         sync_api.expect(row).to_have_attribute("data-state", "pending", timeout=30_000)
         sync_api.expect(row.locator(".jp-ComputeHub-hold")).to_be_visible()
+        # A second job of hers waits behind it; "First" puts that one first among hers (the service's top).
+        r = hub.call("POST", "/workloads", hub.tokens["alice"],
+                     json={"name": "alice-two", "kind": "training", "resources": {"gpu": 1}})
+        assert r.status_code == 201, r.text
+        second = r.json()["id"]
+        row2 = page.locator(f".jp-ComputeHub-workload[data-workload-id='{second}']")
+        with page.expect_request(lambda req: req.url.split("?")[0].endswith(f"/computehub/workloads/{second}/top")):
+            row2.locator(".jp-ComputeHub-first").click(timeout=30_000)
+        wait_for("alice-two first among hers",
+                 lambda: workload(hub, second)["explanation"].get("position_in_queue") == 1, 30)
+        assert workload(hub, job)["explanation"]["position_in_queue"] == 2
+        assert hub.call("DELETE", f"/workloads/{second}", hub.tokens["alice"]).status_code == 200
+        sync_api.expect(row2).to_have_attribute("data-state", "cancelled", timeout=30_000)
+        sync_api.expect(row.locator(".jp-ComputeHub-first")).to_have_count(0)     # nothing else of hers waits
         # Change…: what if it asked for no GPU? Tried first (nothing changes), the form kept across
         # the panel's redraws; then a shorter time limit is applied, and the keyboard is back on the row.
         row.locator(".jp-ComputeHub-change-open").click()

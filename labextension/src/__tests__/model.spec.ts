@@ -1,6 +1,7 @@
 import {
   GpuDevice,
   cancellable,
+  firstable,
   holdAction,
   checkpointText,
   Workload,
@@ -151,6 +152,21 @@ describe('status bar', () => {
     expect(queuedSummary(wl({ state: 'held', explanation: { eta_seconds: null } }))).toBe(
       'Held: runs after other jobs'
     );
+    // Held by hand, or until its begin time: said so, not as work that runs after other work.
+    expect(queuedSummary(wl({ state: 'held', metadata: { hold: { by: 'alice' } } }))).toBe('Held: held back');
+    const begins = wl({ state: 'held', metadata: { hold: { by: 'alice', until: 1 } },
+                        explanation: { eta_seconds: 7200, eta_earliest: true } });
+    expect(queuedSummary(begins)).toBe('Held: begins later · ≥ 2 h');
+    // Put first among my own: only where another of mine waits in the same queue and class.
+    const a = wl({ id: 'a', state: 'pending', priority: 'training' });
+    const b = wl({ id: 'b', state: 'held', priority: 'training' });
+    expect(firstable(a, [a, b])).toBe(true);
+    expect(firstable(a, [a])).toBe(false);
+    expect(firstable(a, [a, { ...b, priority: 'preemptible' }])).toBe(false);
+    expect(firstable(a, [a, { ...b, queue: 'nlp' }])).toBe(false);
+    expect(firstable(a, [a, { ...b, state: 'running' }])).toBe(false);
+    expect(firstable({ ...a, kind: 'notebook' }, [a, b])).toBe(false);
+    expect(firstable({ ...a, array: { id: 'w9', index: 0, size: 2, limit: 0 } }, [a, b])).toBe(false);
     // Hold what waits; release my own hold, never an admin's.
     expect(holdAction(wl({ state: 'pending' }))).toBe('hold');
     expect(holdAction(wl({ state: 'held' }))).toBe('hold'); // held for what it runs after only
