@@ -30,6 +30,8 @@ BENCHMARKS = {
                               "10,000 pending"),
     "loop-lag": ("loop_lag.py", "how long the service's event loop stalls while it answers a position query "
                                 "deep in 10,000 pending: its estimate on the loop, and in the worker thread"),
+    "own-order": ("own_order.py", "the order of 10,000 pending with work users put first (computehub top) "
+                                  "against none"),
     "panel": ("panel_poll.py", "one look of the JupyterLab panel with a 1,000-task job array waiting"),
     "mail": ("mail_rounds.py", "the mailer's rounds over 1,000 ended jobs: each asking for mail, and none"),
     "spawn": ("spawn_queue.py", "time the queue adds to a notebook spawn"),

@@ -230,3 +230,16 @@ def test_bench_what_if_through_the_cli(tmp_path):
     assert all(row[way] > 0 for row in data["rows"].values() for way in
                ("position query", "dry run (kept explanation)", "dry run (both simulated)"))
     assert "dry run / query" in r.stdout
+
+
+def test_bench_own_order_through_the_cli(tmp_path):
+    """A short run of bench/own_order.py: the order timed with nothing, one user's work, and 1 in 100 put first."""
+    out = tmp_path / "own_order.json"
+    r = subprocess.run([computehub(), "bench", "own-order", "--nodes", "20", "--pending", "300", "--repeat", "1",
+                        "--json", str(out)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-3000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert list(rows) == ["nothing put first", "one user's 20 put first", "1 in 100 put first"]
+    assert rows["nothing put first"]["put_first"] == 0 and rows["1 in 100 put first"]["put_first"] >= 3
+    assert 0 < rows["one user's 20 put first"]["put_first"] <= 20 and all(row["ms"] > 0 for row in rows.values())
+    assert "/ none" in r.stdout
