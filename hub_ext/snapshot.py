@@ -1,12 +1,13 @@
 """One user's work at a glance (the event stream, the landing page): each workload's state, and
 for waiting work its position, why it waits and when it should start.
 
-A start estimate (for held work that runs after other work: from when that ends; for held
-work with a begin time: that time, no simulation) is a simulation of everything ahead in line (up to a second for work deep in a long line, in the
+A start estimate (for held work that runs after other work: from when that ends) is a
+simulation of everything ahead in line (up to a second for work deep in a long line, in the
 service's worker thread: estimates.py), so only the first of a job array's tasks waiting in a
 state gets one (the others wait behind it), and at most ``EXPLAIN_MAX`` workloads a look; the
-rest get their position and the last cycle's reason (``brief``). The admin's Pending page
-explains its first lines the same way.
+rest get their position and the last cycle's reason (``brief``). Held work with a begin time
+gets that time, with no simulation. The admin's Pending page explains its first lines the
+same way.
 """
 
 from __future__ import annotations

@@ -260,7 +260,8 @@ def test_state_picks_which_of_an_arrays_tasks_are_changed_or_cancelled(hub, subm
     # Nothing left in that state, a state it may not pick, --state without --array: one line, exit 2,
     # and nothing touched.
     line = one_line_error(cli(hub, "alice", "cancel", "--array", w["id"], "--state", "pending"))
-    assert f"job array {w['id']} has no tasks still live and not being stopped already among those pending (2 live: " in line, line
+    assert (f"job array {w['id']} has no tasks still live and not being stopped already among those pending "
+            "(2 live: ") in line, line
     line = one_line_error(cli(hub, "alice", "update", "--array", w["id"], "--state", "pending", "--time", "1h"))
     assert f"no task of job array {w['id']} is waiting (pending)" in line, line
     line = one_line_error(cli(hub, "alice", "update", "--array", w["id"], "--state", "running", "--time", "1h"))
