@@ -295,7 +295,8 @@ class PendingPage(AdminPage):
         held_rows = array_rows([dict(views.workload(w), reason=sched.waits_for(w)) for w in held])
         held_by_id = {w.id: w for w in held}
         timed = [d for d in held_rows if hold_until(held_by_id[d["id"]])]
-        for d in timed + [d for d in held_rows if held_by_id[d["id"]].after and d not in timed][:EXPLAIN_MAX]:
+        after = [d for d in held_rows if held_by_id[d["id"]].after and not hold_until(held_by_id[d["id"]])]
+        for d in timed + after[:EXPLAIN_MAX]:
             # From its begin time (no simulation), or from when what it runs after ends.
             e = await svc.explanation(held_by_id[d["id"]])
             d.update(eta_seconds=e.get("eta_seconds"), eta_reason=e.get("eta_reason"),

@@ -12,7 +12,8 @@ from hub_ext.cli_client_arrays import STATE_FLAG, states_of
 from hub_ext.cli_time import parse_begin
 
 
-def _common(f):
+def submitting(f):
+    """The options of the magics that submit work (%submit, %serve)."""
     for a in reversed([
         argument("-h", "--help", action="store_true", help="Show this help."),
         argument("--gpus", type=int, default=1, help="GPUs per worker (default 1)."),
@@ -45,7 +46,7 @@ def _common(f):
     return f
 
 
-def _on_ids(*extra):
+def on_ids(*extra):
     """The arguments of a magic that acts on job ids: ``-h``, ``extra`` options, then the ids."""
     def wrap(f):
         for a in (argument("ids", nargs="*", help="Job ids."), *reversed(extra),
@@ -57,7 +58,7 @@ def _on_ids(*extra):
     return wrap
 
 
-def _states(args, allowed=None) -> tuple[str, ...] | None:
+def picked_states(args, allowed=None) -> tuple[str, ...] | None:
     """``--state``'s states, checked as the CLI checks them (None: not given)."""
     try:
         return states_of(getattr(args, "state", "") or "", args.array, *(allowed,) if allowed else ())
@@ -70,7 +71,7 @@ UNTIL = argument("--until", default=None, help="Only until this time, then it jo
                                                "22:00, midnight, tomorrow, 2025-01-31T02:00 (local time).")
 
 
-def _until(args) -> float | None:
+def until_time(args) -> float | None:
     """``--until``'s time (None: not given), read as the CLI reads it."""
     given = getattr(args, "until", None)
     if given is None:

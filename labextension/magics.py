@@ -29,7 +29,7 @@ from hub_ext.log_follow import ended_line, follow
 from . import jobs as J
 from .display import POLL, ArrayFollower, Follower, bundle, describe, describe_array
 from .job_arrays import JobArray, act_on_array
-from .magic_args import STATE, UNTIL, _common, _on_ids, _states, _until
+from .magic_args import STATE, UNTIL, on_ids, picked_states, submitting, until_time
 
 @magics_class
 class ComputeHubMagics(Magics):
@@ -93,7 +93,7 @@ class ComputeHubMagics(Magics):
         return job
 
     @magic_arguments()
-    @_common
+    @submitting
     @argument("--workers", type=int, default=1, help="Workers (processes), each with --gpus GPUs; more than 1 "
                                                       "is a gang started all at once with RANK, WORLD_SIZE, "
                                                       "MASTER_ADDR and MASTER_PORT set (torchrun-style).")
@@ -143,7 +143,7 @@ class ComputeHubMagics(Magics):
         return self._launch(spec)
 
     @magic_arguments()
-    @_common
+    @submitting
     @argument("--port", type=int, default=None, help="The port COMMAND listens on (default: the launcher "
                                                      "picks one and sets $PORT).")
     @argument("--replicas", type=int, default=1, help="Copies of the service (each with --gpus GPUs).")
@@ -256,7 +256,7 @@ class ComputeHubMagics(Magics):
             return
         if not args.ids:
             raise UsageError(f"%{fn.__name__} needs one or more job ids, e.g. %{fn.__name__} w0000042")
-        states, args.until = _states(args), _until(args)
+        states, args.until = picked_states(args), until_time(args)
         if args.array:
             for array in args.ids:
                 try:
@@ -276,7 +276,7 @@ class ComputeHubMagics(Magics):
             except (J.JobError, LookupError) as e:
                 self._fail(e)
 
-    @_on_ids(STATE)
+    @on_ids(STATE)
     @line_magic
     def cancel(self, line):
         """Cancel jobs: waiting ones leave the queue, running ones are stopped (SIGTERM, then kill)."""
@@ -286,7 +286,7 @@ class ComputeHubMagics(Magics):
             return f"{w['id']}: {w['state']}{then}"
         self._each(self.cancel, line, act)
 
-    @_on_ids(argument("--reason", default="", help="Why it is held (shown with it)."), UNTIL)
+    @on_ids(argument("--reason", default="", help="Why it is held (shown with it)."), UNTIL)
     @line_magic
     def hold(self, line):
         """Keep waiting jobs from starting until %release (or --until a time); they keep their ids."""
@@ -295,7 +295,7 @@ class ComputeHubMagics(Magics):
             return f"{w['id']}: {w['state']} ({w['reason']})"
         self._each(self.hold, line, act)
 
-    @_on_ids()
+    @on_ids()
     @line_magic
     def release(self, line):
         """Let held jobs join the queue (their wait counts from now)."""
@@ -304,7 +304,7 @@ class ComputeHubMagics(Magics):
             return f"{w['id']}: {w['state']}" + (f" ({w['reason']})" if w.get("reason") else "")
         self._each(self.release, line, act)
 
-    @_on_ids(*(argument(f"--{o}", default=None, help=h) for o, h in (
+    @on_ids(*(argument(f"--{o}", default=None, help=h) for o, h in (
         ("gpus", "GPUs per worker."), ("cpu", "CPU per worker ('8', '500m'; 0: none)."),
         ("memory", "Memory per worker ('64Gi'; 0: none)."), ("workers", "Workers (a gang if more than 1)."),
         ("gpu-model", "GPU model ('any': none in particular)."),
@@ -328,7 +328,7 @@ class ComputeHubMagics(Magics):
             raise UsageError(str(e)) from None
         if args.test_only and args.array:
             raise UsageError("--test-only tries the change on one job: name a task instead of --array")
-        states = _states(args, WAITING)
+        states = picked_states(args, WAITING)
         resolve = (lambda a: array_id(a)) if args.array else \
             task_resolver(lambda array: self.client().array_tasks(array))
         for wid in args.ids:

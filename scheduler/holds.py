@@ -89,7 +89,7 @@ class Holds:
     def release_due(self, now: float) -> list[Workload]:
         """Held work whose begin time has come (``metadata.hold.until``) is released: it joins the
         line, or waits on for what it runs after. Call inside the cycle's transaction."""
-        due = [w for w in self.state.held.values() if (w.metadata.get(HOLD) or {}).get("until", math.inf) <= now]
+        due = [w for w in self.state.held.values() if (hold_until(w) or math.inf) <= now]
         for w in sorted(due, key=lambda x: x.seq):
             self.release(w.id, now, actor="", admin=True)
         return due
