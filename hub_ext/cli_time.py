@@ -46,13 +46,15 @@ def parse_begin(text: str, now: float, option: str = "--begin") -> float:
     (the next '22:00'), 'midnight', 'noon', 'tomorrow', or a date ('2025-01-31T02:00'; local
     time unless it says another offset)."""
     t = text.strip().lower()
+    if t == "now":
+        return now
     local = datetime.fromtimestamp(now).astimezone()
     midnight = local.replace(hour=0, minute=0, second=0, microsecond=0)
-    named = {"now": local, "midnight": midnight + timedelta(days=1), "tomorrow": midnight + timedelta(days=1),
+    named = {"midnight": midnight + timedelta(days=1), "tomorrow": midnight + timedelta(days=1),
              "noon": midnight + timedelta(hours=12)}
     if t in named:
         at = named[t]
-        return (at + timedelta(days=1) if at.timestamp() < now else at).timestamp()
+        return (at + timedelta(days=1) if at.timestamp() <= now else at).timestamp()
     if re.fullmatch(r"\d{1,2}:\d{2}(:\d{2})?", t):
         h, m, *sec = (int(x) for x in t.split(":"))
         if h > 23 or m > 59 or (sec and sec[0] > 59):
