@@ -45,7 +45,7 @@ class ArrayActionHandler(_ArrayHandler):
         if action not in ACTIONS:
             raise ValidationError(f"action is required, one of {', '.join(ACTIONS)}; got {repr(action)[:100]}")
         reason = body.get("reason", "")
-        if action in ("cancel", "release") and reason:
+        if action in ("cancel", "release", "top") and reason:
             raise ValidationError(f"a {action} takes no reason")
         decide = action in ("approve", "reject")
         if decide:                      # an admin's, whoever's the array is

@@ -13,7 +13,8 @@ LIVE = (*WAITING, "admitted", "running", "preempting", "cancelling", "reclaiming
 ENDED = ("finished", "failed", "cancelled", "preempted", "reclaimed", "rejected")
 TASK = re.compile(r"^w?(\d{1,12})\[(\d{1,6})\]\Z")
 ARRAY = re.compile(r"^w?(\d{1,12})(\[\])?\Z")
-DONE = {"cancel": "cancelled", "hold": "held", "release": "released", "approve": "approved", "reject": "rejected"}
+DONE = {"cancel": "cancelled", "hold": "held", "release": "released", "approve": "approved", "reject": "rejected",
+        "top": "put first"}
 ARRAY_FLAG = "The ids name job arrays (the id of an array's first task): act on each of its tasks."
 STATE_FLAG = ("With --array: only the tasks now in these states, commas between them, e.g. 'pending' or "
               "'held,pending' (Slurm's scancel --state).")

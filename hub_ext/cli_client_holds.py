@@ -74,13 +74,17 @@ class TopApp(ClientCommand):
     examples = """
 computehub top w0000042                # my eval job before my other sweeps
 computehub top w0000042 w0000040       # w0000042 first, then w0000040, then the rest of mine
+computehub top --array w0000050        # the array's waiting tasks, in index order
 """
     positional, usage_args = -1, "one or more workload ids"
+    array = Bool(False, help=ARRAY_FLAG).tag(config=True)
     aliases = dict(ClientCommand.aliases)
-    flags = dict(ClientCommand.flags)
+    flags = {**ClientCommand.flags, "array": ({"TopApp": {"array": True}}, ARRAY_FLAG)}
 
     def run(self, *ids):
         ch, lines = self.client(), []
+        if self.array:          # (an array named first goes first: put first last)
+            return act_on_arrays(ch, list(reversed(ids)), "top")
 
         def line(w: dict) -> str:
             return json.dumps(w) if self.json else \

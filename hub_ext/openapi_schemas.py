@@ -61,7 +61,7 @@ def schemas() -> dict:
                            "description": "seconds; longer than now, or null (none), only by an admin"},
             "checkpoint_every": {"type": "number", "minimum": 1, "nullable": True}}},
         "ArrayAction": {"type": "object", "additionalProperties": False, "required": ["action"], "properties": {
-            "action": {"type": "string", "enum": ["cancel", "hold", "release", "approve", "reject"]},
+            "action": {"type": "string", "enum": ["cancel", "hold", "release", "approve", "reject", "top"]},
             "reason": {"type": "string", "maxLength": 2000,
                        "description": "why (hold: at most 500 characters; reject); cancel and release take none"},
             "states": {"type": "array", "minItems": 1, "items": {"type": "string", "enum": list(STATES)},

@@ -85,6 +85,11 @@ class JobArray(list):
         self.limit = answer["limit"]
         return answer
 
+    def top(self) -> dict:
+        """Put its waiting tasks first among my own waiting work of their queue and class, in
+        index order (``computehub top --array``)."""
+        return self._act("top")
+
     def release(self) -> dict:
         """Release every task held back (``hold``); ``refused`` names those an admin holds."""
         return self._act("release")

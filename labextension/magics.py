@@ -1,5 +1,5 @@
-"""``%submit``, ``%%submit``, ``%jobs``, ``%logs``, ``%cancel``, ``%hold``, ``%release``, ``%update``
-and ``%serve``: ComputeHub from a notebook.
+"""``%submit``, ``%%submit``, ``%jobs``, ``%logs``, ``%cancel``, ``%hold``, ``%release``, ``%top``,
+``%update`` and ``%serve``: ComputeHub from a notebook.
 
 ``%load_ext labextension`` loads them (the wheel's IPython kernel config does it
 for every kernel, see docs/magics.md). ``%submit`` returns at once with a
@@ -250,13 +250,16 @@ class ComputeHubMagics(Magics):
 
     def _each(self, fn, line: str, act) -> None:
         """``act(args, id)`` for each id on the line, printing what it says (``--array``: the same
-        action on each task of the arrays they name, one request each); a refusal is one line."""
+        action on each task of the arrays they name, one request each); a refusal is one line.
+        (For %top, last named first: the last put first goes first.)"""
         args = self._parse(fn, line)
         if args is None:
             return
         if not args.ids:
             raise UsageError(f"%{fn.__name__} needs one or more job ids, e.g. %{fn.__name__} w0000042")
         states, args.until = picked_states(args), until_time(args)
+        if fn.__name__ == "top":
+            args.ids.reverse()
         if args.array:
             for array in args.ids:
                 try:
@@ -270,11 +273,19 @@ class ComputeHubMagics(Magics):
                     self._fail(f"{wid} left as it was: {why}")
             return
         resolve = task_resolver(lambda array: self.client().array_tasks(array))     # w50[3]: its task 3
+        said = []
         for wid in args.ids:
             try:
-                print(act(args, resolve(wid)))
+                text = act(args, resolve(wid))
             except (J.JobError, LookupError) as e:
                 self._fail(e)
+                continue
+            if fn.__name__ == "top":
+                said.append(text)
+            else:
+                print(text)
+        for text in reversed(said):         # %top: said in the order named
+            print(text)
 
     @on_ids(STATE)
     @line_magic
@@ -294,6 +305,16 @@ class ComputeHubMagics(Magics):
             w = self.client().hold(wid, args.reason, args.until)
             return f"{w['id']}: {w['state']} ({w['reason']})"
         self._each(self.hold, line, act)
+
+    @on_ids()
+    @line_magic
+    def top(self, line):
+        """Put waiting jobs first among my own of their queue and class, the first named first
+        (--array: an array's waiting tasks, in index order); nobody else's place moves."""
+        def act(args, wid):
+            w = self.client().top(wid)
+            return f"{w['id']}: {w['state']} (first among your {w['priority']} work in queue {w['queue']})"
+        self._each(self.top, line, act)
 
     @on_ids()
     @line_magic

@@ -1,5 +1,5 @@
 """Acting on a job array as one (Slurm's ``scancel 1234``, ``scontrol hold 1234``): cancel, hold,
-release, approve or reject each of its tasks that the action applies to, in ONE store
+release, approve, reject or put first (``top``) each of its tasks that the action applies to, in ONE store
 transaction. A sweep of 1,000 tasks is then one request and one commit, not a thousand, and
 either every change of it is durable or none is.
 
@@ -21,7 +21,7 @@ from .errors import Conflict, Forbidden, NotFound, ValidationError
 from .holds import MAX_REASON
 from .model import AWAITING_APPROVAL, CANCELLING, HELD, HOLD, PENDING, RECLAIMING, Workload
 
-ACTIONS = ("cancel", "hold", "release", "approve", "reject")
+ACTIONS = ("cancel", "hold", "release", "approve", "reject", "top")
 # Which tasks each action is for, said as "job array w50 has no tasks <that>".
 APPLIES_TO = {
     "cancel": "still live and not being stopped already",
@@ -29,6 +29,7 @@ APPLIES_TO = {
     "release": "held back (hold)",
     "approve": "awaiting approval",
     "reject": "awaiting approval",
+    "top": "waiting",
 }
 
 
@@ -50,6 +51,8 @@ def _applies(action: str, w: Workload, admin: bool, timed: bool = False) -> bool
             or (timed and (admin or not held.get("admin")))))
     if action == "release":
         return w.state == HELD and bool(w.metadata.get(HOLD))
+    if action == "top":
+        return w.state in (PENDING, HELD, AWAITING_APPROVAL)
     return w.state == AWAITING_APPROVAL
 
 
@@ -86,9 +89,11 @@ class ArrayActions:
             store = self.store
             self.store = gathered = Gathered(store)
             try:
-                for w in tasks:
+                for i, w in enumerate(tasks):
+                    # Put first: the tasks in index order, so each is stamped a moment before the next.
+                    at = now - i * 1e-6 if action == "top" else now
                     try:
-                        out.done.append(self._act(action, w.id, now, actor, admin, reason, until))
+                        out.done.append(self._act(action, w.id, at, actor, admin, reason, until))
                     except (Conflict, Forbidden) as e:     # raised before the task's change began
                         out.refused[w.id] = str(e)
                         first_refusal = first_refusal or e
@@ -107,6 +112,8 @@ class ArrayActions:
             return self.hold(workload_id, now, actor=actor, admin=admin, reason=reason, until=until)
         if action == "release":
             return self.release(workload_id, now, actor=actor, admin=admin)
+        if action == "top":
+            return self.top(workload_id, now, actor=actor)
         return self.decide(workload_id, action == "approve", now, actor=actor, reason=reason)
 
 

@@ -14,7 +14,8 @@ from .model import AWAITING_APPROVAL, HELD, PENDING, TOP, Workload
 
 
 class Tops:
-    """Needs ``get``, ``state``, ``store``, ``_now``, ``_tx`` and ``_event`` of the ``Scheduler``."""
+    """Needs ``get``, ``state``, ``store``, ``_now``, ``_tx`` and ``_event`` of the ``Scheduler``. (A job
+    array's waiting tasks, in index order: ``act_on_array(..., "top")``.)"""
 
     def top(self, workload_id: str, now=None, actor: str = "") -> Workload:
         """Put ``workload_id`` first among its owner's waiting work of its queue and class."""

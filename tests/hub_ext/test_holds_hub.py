@@ -163,3 +163,17 @@ def test_my_own_order_top(hub, submitted):  # noqa: F811
     assert "is admitted; only waiting work can go first among its owner's" in line, line
     events = hub.call("GET", f"/audit?workload={mine[2]}&kind=topped", hub.tokens["ada"]).json()["events"]
     assert [e["data"]["actor"] for e in events] == ["alice"], events
+
+    # A whole array's waiting tasks, in index order, in one request.
+    sweep = json.loads(ok(cli(hub, "alice", "submit", *gpu, "--array", "0-1", "--json")))
+    submitted.extend(("alice", t) for t in sweep["tasks"])
+    out = ok(cli(hub, "alice", "top", "--array", sweep["id"])).strip()
+    assert out == f"array {sweep['id']}: put first 2 tasks ({sweep['tasks'][0]}, {sweep['tasks'][1]}): 2 pending", out
+    everything = [*mine, *sweep["tasks"]]
+    deadline = time.time() + 15
+    while True:             # positions are the last cycle's: wait for one after the change
+        at = {w: hub.call("GET", f"/workloads/{w}", hub.tokens["alice"]).json().get("position") for w in everything}
+        if None not in at.values() and sorted(everything, key=at.get)[:2] == sweep["tasks"]:
+            break
+        assert time.time() < deadline, at
+        time.sleep(0.2)

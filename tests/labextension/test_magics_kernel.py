@@ -244,6 +244,7 @@ def test_serve_forwards_without_hub_credentials_and_lets_admins_in(setup):
     ("%cancel", "%cancel needs one or more job ids"),
     ("%hold", "%hold needs one or more job ids"),
     ("%release", "%release needs one or more job ids"),
+    ("%top", "%top needs one or more job ids"),
     ("%submit --after w1:soon write.py", "'w1:soon' is not a workload id"),
     ("%logs --tail 0 w1", "--tail must be from 1 to 100000"),
     ("%submit --mail end write.py", "this ComputeHub sends no mail (its admin sets"),   # the magic passes it on
@@ -477,6 +478,12 @@ def test_a_job_that_begins_later_is_held_until_then(setup):
     assert out["stdout"].strip() == "held True", out
     out = k.run("print(j2.top()['metadata']['top'] > 0, j2.last['state'])")     # first among my own
     assert out["stdout"].strip() == "True held", out
+    out = k.run("%top {j.id} {j2.id}")                   # said in the order named: j first, then j2
+    lines = out["stdout"].strip().splitlines()
+    assert [x.split(":")[0] for x in lines] == [k.value("j.id"), k.value("j2.id")], out
+    assert lines[0].endswith("held (first among your training work in queue vision)"), out
+    stamps = k.value("j.status()['metadata']['top'] > j2.status()['metadata']['top']")
+    assert stamps == "True", stamps                      # j put first last: it goes first
     k.run("j.cancel(); j2.cancel()")
 
 

@@ -71,3 +71,18 @@ def test_put_first_while_held_and_kept_through_a_restart(store_url):
     s = Scheduler(store=SqlStore(store_url), config=EngineConfig())
     assert [w.id for w in s.engine.order()] == [later.id, first.id]
     s.store.close()
+
+
+def test_an_arrays_waiting_tasks_are_put_first_in_index_order_in_one_go():
+    s = cluster(nodes=1, gpus=8)
+    job(s, gpus=8, now=0, user="carl", time_limit=3600)
+    s.cycle(now=1)
+    mine = job(s, gpus=1, now=10, user="ada", time_limit=600)
+    other = job(s, gpus=1, now=15, user="bob", time_limit=600)
+    sweep = job(s, gpus=1, now=20, user="ada", time_limit=600, array="0-2")
+    assert ids(s) == [mine.id, other.id, *(t.id for t in sweep)]
+    out = s.act_on_array(sweep[0].id, "top", now=30, actor="ada")
+    assert [w.id for w in out.done] == [t.id for t in sweep]
+    assert ids(s) == [sweep[0].id, other.id, sweep[1].id, sweep[2].id, mine.id]     # bob's place kept
+    with pytest.raises(ValidationError, match="a top takes no until"):
+        s.act_on_array(sweep[0].id, "top", now=31, actor="ada", until=99)
