@@ -248,17 +248,18 @@ class ComputeHubMagics(Magics):
         except KeyboardInterrupt:
             return None
 
-    def _each(self, fn, line: str, act) -> None:
+    def _each(self, fn, line: str, act, last_first: bool = False) -> None:
         """``act(args, id)`` for each id on the line, printing what it says (``--array``: the same
         action on each task of the arrays they name, one request each); a refusal is one line.
-        (For %top, last named first: the last put first goes first.)"""
+        ``last_first``: act on the ids (or arrays) from the last named, saying what each did in
+        the order named (%top: the last put first goes first)."""
         args = self._parse(fn, line)
         if args is None:
             return
         if not args.ids:
             raise UsageError(f"%{fn.__name__} needs one or more job ids, e.g. %{fn.__name__} w0000042")
         states, args.until = picked_states(args), until_time(args)
-        if fn.__name__ == "top":
+        if last_first:
             args.ids.reverse()
         if args.array:
             for array in args.ids:
@@ -280,11 +281,11 @@ class ComputeHubMagics(Magics):
             except (J.JobError, LookupError) as e:
                 self._fail(e)
                 continue
-            if fn.__name__ == "top":
+            if last_first:
                 said.append(text)
             else:
                 print(text)
-        for text in reversed(said):         # %top: said in the order named
+        for text in reversed(said):         # (last_first: said in the order named)
             print(text)
 
     @on_ids(STATE)
@@ -314,7 +315,7 @@ class ComputeHubMagics(Magics):
         def act(args, wid):
             w = self.client().top(wid)
             return f"{w['id']}: {w['state']} (first among your {w['priority']} work in queue {w['queue']})"
-        self._each(self.top, line, act)
+        self._each(self.top, line, act, last_first=True)
 
     @on_ids()
     @line_magic

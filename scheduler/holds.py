@@ -41,8 +41,9 @@ class Holds:
         release (a time set or changed)."""
         reason = validation.free_text("reason", reason, MAX_REASON).strip()
         now = self._now(now)
-        if until is not None and check_until(until, now, "until") is None:
-            raise ValidationError(f"until ({clock_time(until)}) has passed: hold it without a time, or give a "
+        asked, until = until, check_until(until, now, "until")
+        if asked is not None and until is None:
+            raise ValidationError(f"until ({clock_time(asked)}) has passed: hold it without a time, or give a "
                                   "later one")
         w = self.get(workload_id)
         if w.state not in (PENDING, HELD):
@@ -56,7 +57,7 @@ class Holds:
             raise Conflict(f"workload {workload_id} is held already ({_by(old)})")
         with self._tx():
             self.state.pending.pop(w.id, None)
-            w.metadata = {**w.metadata, HOLD: hold_record(actor, admin, now, reason, until and float(until))}
+            w.metadata = {**w.metadata, HOLD: hold_record(actor, admin, now, reason, until)}
             w.state = HELD
             w.reason = self.waits_for(w)
             self.store.put_workload(w)
