@@ -183,7 +183,8 @@ class WorkloadHandler(_OneWorkload):
                 raise APIError(429, "too_many_requests", "one dry run a second for each caller (each simulates "
                                                          "the line ahead): try it again in a moment")
             self.service.dry_runs[caller.name] = at
-            kept = await self.service.explanation(w) if w.state == PENDING or w.after else None
+            # Its own estimate, not the line plan's: the change is simulated the same way (the line ahead).
+            kept = await self.service.estimates.own(w) if w.state == PENDING or w.after else None
             (then, before, after), _ = await self.service.estimates.settle(
                 preview_steps(sched, w.id, changes, sched.clock(), kept))
             return self.write_json({**views.workload(then), "dry_run": True, "explanation": after,

@@ -87,7 +87,9 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Mail, Dead
         "A waiting workload's explanation (its start estimate, a simulation of the line ahead) is made "
         "again on the next cycle, or, if it took long to make, once this many times as long as it took "
         "has passed: an estimate of 9 s (held work behind a line of 15,000) is redone every 90 s, not "
-        "every cycle. A multiple of the time it took; 0 = every cycle."))
+        "every cycle. The line plan that explains all waiting work at once is kept the same way, and made "
+        "again in the background once half of that has passed. A multiple of the time it took; 0 = every "
+        "cycle."))
     long_poll_max = Float(30.0, config=True,
                           help="Longest a GET workloads/{id}?wait=S holds its answer, in seconds (at most "
                                "30); a longer wait is cut to this. Each held request is one open connection.")
@@ -183,6 +185,7 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Mail, Dead
         self.audit.start_after(self.sched.store.last_event_id())
         self.positions: dict[str, tuple[int, int]] = {}      # the last cycle's: id -> (in line, in its queue)
         self.line_lengths: tuple[int, dict[str, int]] = (0, {})     # and how long the line, each queue's
+        self.line_order: list[str] = []                             # and the line, first first
         self.cycles = 0
         self._last_cycle = 0.0
         self._last_cycle_seconds = 0.0
@@ -304,7 +307,7 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Mail, Dead
             q = pending[wid].queue
             per_queue[q] = per_queue.get(q, 0) + 1
             positions[wid] = (n, per_queue[q])
-        self.positions, self.line_lengths = positions, (len(order), per_queue)
+        self.positions, self.line_lengths, self.line_order = positions, (len(order), per_queue), order
         self.estimates.new_cycle()
         self.audit.emit_new(self.sched.store)
         self._notify()

@@ -44,6 +44,10 @@ class Metrics:
             "computehub_start_estimate_duration_seconds", "Duration of one start estimate (a simulation of the "
             "line ahead, made in the service's worker thread for an explanation or a dry run)",
             buckets=ESTIMATE_BUCKETS, registry=self.registry)
+        self.line_plan = Histogram(
+            "computehub_line_plan_duration_seconds", "Duration of one line plan (a simulation of the whole "
+            "line that gives every waiting workload its start estimate, made in the service's worker thread)",
+            buckets=ESTIMATE_BUCKETS, registry=self.registry)
         self.cycle = Histogram("computehub_scheduling_cycle_duration_seconds", "Duration of a scheduling cycle",
                                buckets=CYCLE_BUCKETS, registry=self.registry)
         self.preemptions = Counter("computehub_preemptions", "Workloads preempted", ["queue"],

@@ -1,13 +1,14 @@
 """One user's work at a glance (the event stream, the landing page): each workload's state, and
 for waiting work its position, why it waits and when it should start.
 
-A start estimate (for held work that runs after other work: from when that ends) is a
-simulation of everything ahead in line (up to a second for work deep in a long line, in the
-service's worker thread: estimates.py), so only the first of a job array's tasks waiting in a
-state gets one (the others wait behind it), and at most ``EXPLAIN_MAX`` workloads a look; the
-rest get their position and the last cycle's reason (``brief``). Held work with a begin time
-gets that time, with no simulation. The admin's Pending page explains its first lines the
-same way.
+Waiting work that was in line at the last cycle gets its start estimate from the line's plan
+(one simulation of the whole line for all of it: estimates.py). Other work (new in line since,
+or held work that runs after other work: from when that ends) needs a simulation of its own,
+of everything ahead (up to a second for work deep in a long line, in the service's worker
+thread), so only the first of a job array's tasks waiting in a state gets one (the others wait
+behind it), and at most ``EXPLAIN_MAX`` workloads a look; the rest get their position and the
+last cycle's reason (``brief``). Held work with a begin time gets that time, with no
+simulation. The admin's Pending page explains its lines the same way.
 """
 
 from __future__ import annotations
@@ -33,7 +34,10 @@ async def snapshot(svc, user: str) -> list[dict]:
         first = estimated and (not w.array or (w.array["id"], w.state) not in rows)
         if w.array and estimated:
             rows.add((w.array["id"], w.state))
-        if first and explained < EXPLAIN_MAX:
+        planned = await svc.estimates.planned(w) if w.state == PENDING else None
+        if planned is not None:
+            d.update({k: planned.get(k) for k in KEYS})
+        elif first and explained < EXPLAIN_MAX:
             explained += 1
             e = await svc.explanation(w)
             d.update({k: e.get(k) for k in KEYS if w.state == PENDING or k in e})

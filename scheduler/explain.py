@@ -13,7 +13,7 @@ goes first, and the simulation cannot know of it.
 from __future__ import annotations
 
 from .blockers import CAPACITY, NO_NODE, RESERVED, Blocker
-from .estimate import Estimate, Steps, eta_fields, settle
+from .estimate import Estimate, Result, Steps, eta_fields, settle
 from .holds import hold_until
 from .model import HELD, PENDING, Workload
 from .resources import GPU, fmt_amount
@@ -49,13 +49,27 @@ def explain_steps(sched, w: Workload, now: float) -> Steps:
         return out
     order = sched.engine.order()
     qpos, qlen, pos, total = positions(order, w)
+    out.update(position_in_queue=qpos, queue_length=qlen, position=pos, pending=total)
+    result = yield Estimate(sched, w, now, order)
+    return waiting_fields(sched, w, now, result, out)
+
+
+def explain_planned(sched, w: Workload, now: float, result: Result, place: dict) -> dict:
+    """Pending ``w``'s explanation from its line plan's ``result`` (line_plan.py) and ``place``
+    (its ``position``, ``position_in_queue``, ``pending`` and ``queue_length`` in this cycle's
+    line): no simulation of its own."""
+    out = {"id": w.id, "state": w.state, "queue": w.queue, "priority": w.priority, **place}
+    return waiting_fields(sched, w, now, result, out)
+
+
+def waiting_fields(sched, w: Workload, now: float, result: Result, out: dict) -> dict:
+    """``out`` with why pending ``w`` waits and when it should start (its estimate's ``result``)."""
+    eta, why, first_blocker, borrows = result
     blocker: Blocker | None = sched.last.blockers.get(w.id) if sched.last else None
     if blocker is None or blocker.code in (CAPACITY, NO_NODE):
         # The cycle skips quota checks for work that cannot be placed anyway; a quota
         # rule that holds it back is the more useful thing to say.
         blocker = sched.engine._quota(w) or blocker
-    out.update(position_in_queue=qpos, queue_length=qlen, position=pos, pending=total)
-    eta, why, first_blocker, borrows = yield Estimate(sched, w, now, order)
     # Work submitted since the last cycle has no verdict of its own yet: the simulation's
     # first cycle (the same engine, now) says what would hold it back.
     blocker = blocker or first_blocker

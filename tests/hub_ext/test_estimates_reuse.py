@@ -9,6 +9,7 @@ import time
 from hub_ext.app import ComputeHubService
 
 ESTIMATES = "computehub_start_estimate_duration_seconds_count"
+PLANS = "computehub_line_plan_duration_seconds_count"
 
 
 def service(tmp_path, **kw):
@@ -37,15 +38,23 @@ def test_an_explanation_is_made_again_each_cycle_when_reuse_is_off(tmp_path):
     running, waiting = line(svc)
     ends = svc.sched.get(running.id).admitted_at + 3600
 
+    async def settled():
+        """Simulations made (its own estimates and line plans), once the plan being made is done."""
+        if svc.estimates._planning is not None:
+            await svc.estimates._planning.future
+        return made(svc) + (svc.metrics.registry.get_sample_value(PLANS) or 0.0)
+
     async def ask_twice():
         first = await svc.explanation(waiting)
         again = await svc.explanation(waiting)            # the same cycle: the same one
+        n = await settled()
+        assert (await svc.explanation(waiting))["eta"] == again["eta"] and await settled() == n
         svc.run_cycle()
-        return first, again, await svc.explanation(waiting)
+        return first, again, await svc.explanation(waiting), n, await settled()
 
-    first, again, next_cycle = asyncio.run(ask_twice())
+    first, again, next_cycle, n, n_next = asyncio.run(ask_twice())
     assert first["eta"] == ends and again["eta"] == ends and next_cycle["eta"] == ends
-    assert made(svc) == 2
+    assert made(svc) == 2 and n_next == n + 2             # its own and a plan of the line, again
 
 
 def test_a_costly_explanation_is_kept_across_cycles_until_its_workload_changes(tmp_path):
