@@ -1,5 +1,5 @@
-"""``computehub bench <scale|api|replay|replay-grid|slurm|array-ops|what-if|loop-lag|panel|mail|spawn|
-history>``: run one benchmark of bench/.
+"""``computehub bench <scale|api|replay|replay-grid|slurm|array-ops|what-if|loop-lag|line-plan|own-order|
+panel|mail|spawn|history>``: run one benchmark of bench/.
 
 Each benchmark is a script in the repository's ``bench/`` folder (benchmarks are not
 part of the installed package); this command runs it with the same Python and passes
@@ -30,6 +30,8 @@ BENCHMARKS = {
                               "10,000 pending"),
     "loop-lag": ("loop_lag.py", "how long the service's event loop stalls while it answers a position query "
                                 "deep in 10,000 pending: its estimate on the loop, and in the worker thread"),
+    "line-plan": ("line_plan.py", "20 waiting workloads explained by an estimate each, against one plan of the "
+                                  "whole line of 10,000 pending"),
     "own-order": ("own_order.py", "the order of 10,000 pending with work users put first (computehub top) "
                                   "against none"),
     "panel": ("panel_poll.py", "one look of the JupyterLab panel with a 1,000-task job array waiting"),

@@ -243,3 +243,18 @@ def test_bench_own_order_through_the_cli(tmp_path):
     assert rows["nothing put first"]["put_first"] == 0 and rows["1 in 100 put first"]["put_first"] >= 3
     assert 0 < rows["one user's 20 put first"]["put_first"] <= 20 and all(row["ms"] > 0 for row in rows.values())
     assert "/ none" in r.stdout
+
+
+def test_bench_line_plan_through_the_cli(tmp_path):
+    """A short run of bench/line_plan.py: 20 workloads down the line estimated one by one, and one plan."""
+    out = tmp_path / "line_plan.json"
+    r = subprocess.run([computehub(), "bench", "line-plan", "--nodes", "20", "--pending", "60", "--repeat", "1",
+                        "--json", str(out)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-3000:]
+    data = json.loads(out.read_text())
+    picks = data["picks"]
+    assert len(picks) == 20 and picks[0]["position"] == 1 and picks[-1]["position"] == data["pending"]
+    assert data["plan_median_s"] > 0 and data["own_total_s"] > 0 and data["estimated_by_plan"] > 0
+    assert data["compared"] == data["later_in_plan"] + data["earlier_in_plan"] + sum(
+        p["own_eta_h"] == p["plan_eta_h"] for p in picks if p["own_eta_h"] is not None)
+    assert "own estimates" in r.stdout and "the plan starts" in r.stdout
