@@ -14,7 +14,6 @@ import os
 import secrets
 import signal
 import sys
-import time
 from urllib.parse import urlparse
 
 from tornado import web
@@ -24,7 +23,6 @@ from traitlets.config import Application
 
 from jupyterhub.services.auth import HubOAuthCallbackHandler
 from scheduler import EngineConfig, Scheduler, StoreUnavailable
-from scheduler.store.exclusive import LostExclusivity
 
 from . import api_admin as A
 from . import api_arrays as AR
@@ -34,6 +32,7 @@ from . import api_workloads as W
 from . import usage as U
 from .audit import AuditEmitter
 from .deadlines import Deadlines
+from .cycles import SchedulingLoop
 from .estimates import Estimates
 from .api_serve import ServeHandler
 from .app_config import ServiceConfig
@@ -51,7 +50,8 @@ from .submission_rules import SubmissionRules
 VERSION = "0.1.0"
 
 
-class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Mail, Deadlines, Application):
+class ComputeHubService(ServiceConfig, SchedulingLoop, SubmissionRules, Housekeeping, Mail, Deadlines,
+                        Application):
     name = "computehub-serve"
     description = "The ComputeHub scheduler as a JupyterHub service."
     classes = [EngineConfig]
@@ -68,21 +68,6 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Mail, Dead
     url = Unicode(config=True, help="Where to listen, e.g. http://127.0.0.1:10101 "
                                     "(default: $JUPYTERHUB_SERVICE_URL, set by the hub for managed services).")
     service_prefix = Unicode(config=True, help="URL prefix of the service (default: $JUPYTERHUB_SERVICE_PREFIX).")
-    cycle_interval = Float(5.0, config=True, help="Seconds between periodic scheduling cycles (above 0).")
-    cycle_delay = Float(0.01, config=True,
-                        help="Seconds to wait after a change before a cycle, so bursts share one cycle.")
-    cycle_min_interval = Float(0.05, config=True,
-                               help="Least seconds between the starts of two scheduling cycles. Under a "
-                                    "burst of changes cycles come at most this often, each taking all that "
-                                    "arrived (throughput); a change after a quiet spell waits only "
-                                    "cycle_delay (latency).")
-    cycle_max_busy = Float(0.1, config=True,
-                           help="Largest share of the service's time (0-1) that scheduling cycles may take "
-                                "under a burst of changes: after a cycle of S seconds the next starts no "
-                                "sooner than S / cycle_max_busy after it began (and no sooner than "
-                                "cycle_min_interval, no later than cycle_interval). Cycles walk all pending "
-                                "work, so with a long backlog this keeps the API answering; a lone change "
-                                "after a quiet spell is not delayed by it.")
     estimate_reuse = Float(10.0, config=True, help=(
         "A waiting workload's explanation (its start estimate, a simulation of the line ahead) is made "
         "again on the next cycle, or, if it took long to make, once this many times as long as it took "
@@ -186,6 +171,7 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Mail, Dead
         self.positions: dict[str, tuple[int, int]] = {}      # the last cycle's: id -> (in line, in its queue)
         self.line_lengths: tuple[int, dict[str, int]] = (0, {})     # and how long the line, each queue's
         self.line_order: list[str] = []                             # and the line, first first
+        self.next_begin: float | None = None                        # and the earliest begin time held
         self.cycles = 0
         self._last_cycle = 0.0
         self._last_cycle_seconds = 0.0
@@ -279,77 +265,6 @@ class ComputeHubService(ServiceConfig, SubmissionRules, Housekeeping, Mail, Dead
         return await snapshot(self, user or caller.name)
 
     # --- the scheduling loop ----------------------------------------------------------
-
-    def next_cycle_gap(self) -> float:
-        """Seconds until a cycle may start under a burst (<= 0: now)."""
-        spacing = max(self.cycle_min_interval,
-                      min(self._last_cycle_seconds / self.cycle_max_busy, self.cycle_interval))
-        return self._last_cycle + spacing - time.monotonic()
-
-    def run_cycle(self) -> None:
-        self._last_cycle = time.monotonic()
-        try:
-            self._run_cycle()
-        finally:
-            self._last_cycle_seconds = time.monotonic() - self._last_cycle
-
-    def _run_cycle(self) -> None:
-        now = time.time()
-        self.apply_deadlines(now)
-        res = self.sched.cycle(now=now)
-        self.cycles += 1
-        self.metrics.observe_cycle(res)
-        pending = self.sched.state.pending
-        order = [i for i in res.order if i in pending]
-        per_queue: dict[str, int] = {}
-        positions = {}
-        for n, wid in enumerate(order, 1):
-            q = pending[wid].queue
-            per_queue[q] = per_queue.get(q, 0) + 1
-            positions[wid] = (n, per_queue[q])
-        self.positions, self.line_lengths, self.line_order = positions, (len(order), per_queue), order
-        self.estimates.new_cycle()
-        self.audit.emit_new(self.sched.store)
-        self._notify()
-
-    async def scheduling_loop(self) -> None:
-        while not self.stopping:
-            try:
-                await asyncio.wait_for(self._wake.wait(), self.cycle_interval)
-                await asyncio.sleep(self.cycle_delay)
-                gap = self.next_cycle_gap()
-                if gap > 0:
-                    await asyncio.sleep(gap)
-            except asyncio.TimeoutError:
-                pass
-            self._wake.clear()
-            if self.stopping:
-                break
-            try:
-                self.run_cycle()
-            except LostExclusivity as e:
-                # Another service has the database now: whatever this one decided would clash.
-                self.metrics.cycle_failed("lost_exclusivity")
-                self.log.critical("%s: it stops scheduling and exits", e)
-                self.exit_status = 1
-                self._stop.set()
-                break
-            except StoreUnavailable as e:
-                # One line when it starts, not a traceback a cycle: memory is as it was (or is
-                # rebuilt once the database can be read), and each cycle tries again.
-                self.metrics.cycle_failed("database_unavailable")
-                if not self._db_down:
-                    self.log.warning("scheduling paused: the database is unavailable (%s); trying again "
-                                     "every cycle", e.detail)
-                self._db_down = True
-            except Exception:
-                self.metrics.cycle_failed("error")
-                self.log.exception("scheduling cycle failed; memory follows the database (rebuilt from it "
-                                   "now, or as soon as it can be read)")
-            else:
-                if self._db_down:
-                    self.log.warning("the database answers again; scheduling resumed")
-                self._db_down = False
 
     # --- run -------------------------------------------------------------------------
 

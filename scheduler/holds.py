@@ -95,6 +95,11 @@ class Holds:
             self.release(w.id, now, actor="", admin=True)
         return due
 
+    def next_begin(self) -> float | None:
+        """The earliest begin time of held work (``metadata.hold.until``), or None: the service wakes
+        for a cycle then, so that work joins the line on time, not at the next periodic cycle."""
+        return min((t for w in self.state.held.values() if (t := hold_until(w)) is not None), default=None)
+
 
 def hold_record(by: str, admin: bool, at: float, reason: str, until: float | None = None) -> dict:
     """What ``metadata.hold`` keeps: who holds it, whether an admin, since when, why (and for a

@@ -106,3 +106,27 @@ def test_timing_knobs_out_of_range_are_refused_with_their_name(trait, bad, says)
     with pytest.raises(TraitError, match=says):
         ComputeHubService(**{trait: bad})
     assert getattr(ComputeHubService(**{trait: 0.5}), trait) == 0.5
+
+
+def test_work_with_a_begin_time_joins_the_line_then_not_at_the_next_periodic_cycle(tmp_path):
+    svc, starts = service(tmp_path, cycle_interval=30.0)
+    s = svc.sched
+
+    async def body():
+        begin = time.time() + 1.0
+        w = s.submit({"user": "ada", "queue": "a", "resources": {"gpu": 1}, "time_limit": 60, "begin": begin})
+        svc.changed()
+        for _ in range(100):                     # its submission's own cycle: held until then
+            if starts:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)
+        assert s.get(w.id).state == "held" and svc.next_begin == begin
+        assert 0 < svc.next_cycle_in() <= 1.0
+        while s.get(w.id).state == "held" and time.time() < begin + 10:
+            await asyncio.sleep(0.02)
+        # Released by a cycle at its begin time (the periodic one is 30 s away), and started.
+        assert s.get(w.id).state == "admitted" and time.time() - begin < 5, s.get(w.id)
+        assert svc.next_begin is None and svc.next_cycle_in() == 30.0
+
+    drive(svc, body)

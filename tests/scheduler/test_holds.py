@@ -117,6 +117,9 @@ def test_work_with_a_begin_time_waits_held_until_then_and_joins_the_line_by_itse
     e = s.explain(night.id, now=600)
     assert (e["reason"], e["eta"], e["eta_seconds"], e["eta_earliest"]) == (said, 7200, 6600, True)
     day = job(s, gpus=8, now=100, time_limit=3600)
+    later = job(s, gpus=1, now=100, begin=9000)
+    s.hold(job(s, gpus=1, now=100).id, now=100, actor="ada")                        # held with no end: no time
+    assert s.next_begin() == 7200                                                   # the service wakes then
     s.cycle(now=101)
     assert (s.get(day.id).state, s.get(night.id).state) == (ADMITTED, HELD)        # the GPUs went past it
     s.mark_finished(day.id, now=3000)
@@ -124,6 +127,9 @@ def test_work_with_a_begin_time_waits_held_until_then_and_joins_the_line_by_itse
     assert s.get(night.id).state == HELD                                            # free GPUs: not yet
     s.cycle(now=7205)                                                               # the first cycle from then
     assert s.get(night.id).state == ADMITTED and s.get(night.id).eligible_at == 7205
+    assert s.next_begin() == 9000
+    s.cancel(later.id, now=7300)
+    assert s.next_begin() is None
     assert [e.kind for e in s.events(workload_id=night.id)][-2:] == ["hold_released", "admitted"]
     # Its user may let it go sooner; a begin time already past is no hold at all.
     early = job(s, gpus=1, now=8000, begin=20000)
