@@ -1,13 +1,14 @@
 """What a position query deep in a long line costs everyone else: how long the service's event
-loop stalls while it is answered, with the start estimate simulated on the loop (before) and in
-the service's worker thread (now: hub_ext/estimates.py), side by side.
+loop stalls while it is answered, with the start estimate simulated on the loop (before), in
+the service's worker thread, and read from the line plan the service keeps (now:
+hub_ext/estimates.py, made once before the timing), side by side.
 
     computehub bench loop-lag                             # 1,000 nodes, 10,000 pending (~1 minute)
     computehub bench loop-lag --nodes 100 --pending 1000 --repeat 3
 
 In-process, on bench/scale.py's cluster and workload mix (8 teams, quotas and fair share on),
 after a few cycles: for a job near the front, one a quarter down and one halfway, its
-explanation (``GET workloads/{id}``: position, reason, ETA) is made both ways, alternating,
+explanation (``GET workloads/{id}``: position, reason, ETA) is made each way, alternating,
 while a ticker on the same loop wakes every 5 ms, as the loop's other work would (a submission,
 the spawner's long poll). Reported, medians over the runs: the query's own time, the loop's
 longest stall (the worst lateness of a tick) and ticks per second during the query.
@@ -32,7 +33,7 @@ from hub_ext.estimates import Estimates  # noqa: E402
 from scheduler.explain import explain, explain_steps  # noqa: E402
 
 TICK = 0.005
-WAYS = ("on the loop (before)", "worker thread (now)")
+WAYS = ("on the loop (before)", "worker thread", "line plan (now)")
 
 
 async def _timed(query) -> dict:
@@ -58,12 +59,22 @@ async def _timed(query) -> dict:
 
 async def _measure(wb, repeat: int) -> dict:
     s, now = wb.sched, wb.now
-    service = SimpleNamespace(sched=s, cycles=0, metrics=SimpleNamespace(estimate=Histogram(
-        "estimate_seconds", "", registry=CollectorRegistry())))
-    estimates = Estimates(service)      # the service's own, as it runs there (its worker thread)
     order = s.engine.order()
+    registry = CollectorRegistry()
+    service = SimpleNamespace(sched=s, cycles=0, estimate_reuse=1e9, line_order=[w.id for w in order],
+                              metrics=SimpleNamespace(estimate=Histogram("estimate_seconds", "", registry=registry),
+                                                      line_plan=Histogram("plan_seconds", "", registry=registry)))
+    per_queue: dict[str, int] = {}
+    service.positions = {}
+    for n, w in enumerate(order, 1):
+        per_queue[w.queue] = per_queue.get(w.queue, 0) + 1
+        service.positions[w.id] = (n, per_queue[w.queue])
+    service.line_lengths = (len(order), per_queue)
+    estimates = Estimates(service)      # the service's own, as it runs there (its worker thread)
     rows = {}
     try:
+        estimates._start_plan()         # made once, before any timing: the service keeps one while people ask
+        await estimates._planning.future
         for where, at in (("front", min(5, len(order) - 1)), ("a quarter down", len(order) // 4),
                           ("halfway", len(order) // 2)):
             w = order[at]
@@ -74,9 +85,12 @@ async def _measure(wb, repeat: int) -> dict:
             async def off_loop():
                 await estimates.settle(explain_steps(s, w, now))
 
+            async def planned():
+                assert await estimates.planned(w) is not None
+
             runs: dict[str, list[dict]] = {way: [] for way in WAYS}
             for _ in range(repeat):
-                for way, query in zip(WAYS, (on_loop, off_loop)):
+                for way, query in zip(WAYS, (on_loop, off_loop, planned)):
                     runs[way].append(await _timed(query))
             rows[where] = {"position": at + 1, **{way: {k: statistics.median(r[k] for r in rs) for k in rs[0]}
                                                   for way, rs in runs.items()}}
@@ -102,9 +116,11 @@ def report(r: dict) -> str:
             m = row[way]
             lines.append(f"{where:<16}{row['position']:>7}  {way:<22}{m['query_ms']:>10.1f}{m['stall_ms']:>18.1f}"
                          f"{m['ticks_per_s']:>9.0f}")
-        before, now = row[WAYS[0]], row[WAYS[1]]
-        lines.append(f"{'':<25}longest stall now / before: {now['stall_ms'] / max(before['stall_ms'], 1e-9):.3f}×; "
-                     f"query now / before: {now['query_ms'] / before['query_ms']:.2f}×")
+        before = row[WAYS[0]]
+        for way in WAYS[1:]:
+            m = row[way]
+            lines.append(f"{'':<25}{way}: longest stall / before {m['stall_ms'] / max(before['stall_ms'], 1e-9):.3f}×; "
+                         f"query / before {m['query_ms'] / before['query_ms']:.4f}×")
     return "\n".join(lines)
 
 

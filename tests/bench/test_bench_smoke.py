@@ -212,15 +212,15 @@ def _long_line_bench(name: str, tmp_path):
 
 
 def test_bench_loop_lag_through_the_cli(tmp_path):
-    """A short run of bench/loop_lag.py: both ways timed, with the loop's stalls, at three places in line."""
+    """A short run of bench/loop_lag.py: each way timed, with the loop's stalls, at three places in line."""
     r, data = _long_line_bench("loop-lag", tmp_path)
     for row in data["rows"].values():
-        for way in ("on the loop (before)", "worker thread (now)"):
+        for way in ("on the loop (before)", "worker thread", "line plan (now)"):
             m = row[way]
             assert m["query_ms"] > 0 and m["ticks_per_s"] > 0
             # The query ran on the loop: it stalled at least that long (a little less: the ticker's own sleep).
             assert way != "on the loop (before)" or m["stall_ms"] >= m["query_ms"] * 0.5
-    assert "longest stall now / before" in r.stdout
+    assert "line plan (now): longest stall / before" in r.stdout
 
 
 def test_bench_what_if_through_the_cli(tmp_path):
