@@ -42,8 +42,9 @@ export const cancelWorkload = (id: string) =>
  * first among my own waiting work of its queue and class (`top`). */
 export const holdOrRelease = (id: string, action: 'hold' | 'release' | 'top') =>
   requestAPI<unknown>(`workloads/${encodeURIComponent(id)}/${action}`, { method: 'POST', body: '{}' });
-/** Cancel, hold or release the tasks of job array `id` that are in `states`, in one request. */
-export const arrayAction = (id: string, action: 'cancel' | 'hold' | 'release', states: string[]) =>
+/** Cancel, hold, release or put first (`top`) the tasks of job array `id` that are in `states`, in one
+ * request. */
+export const arrayAction = (id: string, action: 'cancel' | 'hold' | 'release' | 'top', states: string[]) =>
   requestAPI<unknown>(`workloads/${encodeURIComponent(id)}/array-action`, {
     method: 'POST',
     body: JSON.stringify({ action, states })

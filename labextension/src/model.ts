@@ -348,13 +348,14 @@ export function holdAction(w: Workload): 'hold' | 'release' | null {
   return w.state === 'held' && hold && !hold.admin ? 'release' : null;
 }
 
-/** Whether to offer to put a waiting workload first among my own (the service's `top`): it is
- * not a notebook's spawn nor a row of an array's tasks, and another of mine waits in its queue
- * and class (with nothing else of mine there, it is first already). */
+/** Whether to offer to put a waiting workload (or a row of a job array's tasks waiting in a state)
+ * first among my own (the service's `top`): it is no notebook's spawn, and another of mine, not of
+ * the row, waits in its queue and class (with nothing else of mine there, it is first already). */
 export function firstable(w: Workload, mine: Workload[]): boolean {
   const waits = (x: Workload) => PENDING_STATES.includes(x.state);
-  return waits(w) && w.kind !== 'notebook' && !w.array &&
-    mine.some(x => x.id !== w.id && waits(x) && x.queue === w.queue && x.priority === w.priority);
+  const row = new Set(w.waiting_tasks ?? [w.id]);
+  return waits(w) && w.kind !== 'notebook' &&
+    mine.some(x => !row.has(x.id) && waits(x) && x.queue === w.queue && x.priority === w.priority);
 }
 
 /** Which of my workloads can still be cancelled (not one already being cancelled or reclaimed). */

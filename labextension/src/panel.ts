@@ -266,7 +266,7 @@ export class ComputeHubPanel extends Widget {
       b.setAttribute('aria-label', `Put ${workloadName(w)} first among my waiting jobs`);
       b.title = 'Start it before my other waiting jobs of its queue (nobody else moves)';
       b.dataset.focusKey = `first:${w.id}`;
-      b.onclick = () => void this.perform('put first', w, () => holdOrRelease(w.id, 'top'));
+      b.onclick = () => void this.perform('put first', w, () => onRow(w, 'top', id => holdOrRelease(id, 'top')));
       bar.appendChild(b);
     }
     if (changeable(w) && !here) {
@@ -365,10 +365,11 @@ function changeable(w: Workload): boolean {
 }
 
 /** ``action`` on what a row stands for: a row of a job array's waiting tasks in one request (the
- * array's tasks in the row's state), any other row by itself (``one``). */
+ * array's tasks in the row's state; ``top``: first among mine, in index order), any other row by
+ * itself (``one``). */
 async function onRow(
   w: Workload,
-  action: 'cancel' | 'hold' | 'release',
+  action: 'cancel' | 'hold' | 'release' | 'top',
   one: (id: string) => Promise<unknown>
 ): Promise<void> {
   if (w.array && taskIds(w).length > 1) {

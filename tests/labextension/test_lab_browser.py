@@ -264,7 +264,8 @@ def test_status_bar_and_panel_follow_a_queued_job_to_running(labhub, browser, tm
             row2.locator(".jp-ComputeHub-first").click(timeout=30_000)
         wait_for("alice-two first among hers",
                  lambda: workload(hub, second)["explanation"].get("position_in_queue") == 1, 30)
-        assert workload(hub, job)["explanation"]["position_in_queue"] == 2
+        # Places in line are the last cycle's, and the one after the top follows it within moments.
+        wait_for("alice-train second", lambda: workload(hub, job)["explanation"].get("position_in_queue") == 2, 10)
         assert hub.call("DELETE", f"/workloads/{second}", hub.tokens["alice"]).status_code == 200
         sync_api.expect(row2).to_have_attribute("data-state", "cancelled", timeout=30_000)
         sync_api.expect(row.locator(".jp-ComputeHub-first")).to_have_count(0)     # nothing else of hers waits
@@ -331,7 +332,7 @@ def test_status_bar_and_panel_follow_a_queued_job_to_running(labhub, browser, tm
         # A job array's waiting tasks (held, so they take no GPU) are one row, named by the array and
         # their indexes; its Release releases each, and its Cancel cancels each (one request each).
         r = hub.call("POST", "/workloads", hub.tokens["alice"], json={
-            "name": "sweep", "kind": "batch", "resources": {"gpu": 1}, "array": "4-5", "hold": True})
+            "name": "sweep", "kind": "training", "resources": {"gpu": 1}, "array": "4-5", "hold": True})
         assert r.status_code == 201, r.text
         tasks = r.json()["tasks"]
         task = page.locator(f".jp-ComputeHub-workload[data-workload-id='{tasks[0]}']")
@@ -357,6 +358,14 @@ def test_status_bar_and_panel_follow_a_queued_job_to_running(labhub, browser, tm
         assert sent.value.post_data_json == {"action": "release", "states": ["held"]}
         sync_api.expect(task).to_have_attribute("data-state", "pending", timeout=30_000)
         assert [workload(hub, t)["state"] for t in tasks] == ["pending", "pending"]
+        # First on the row puts its waiting tasks before her other waiting job, in one request.
+        assert workload(hub, job)["explanation"]["position_in_queue"] == 1
+        with page.expect_request(lambda req: req.url.split("?")[0].endswith(one_request)) as sent:
+            task.locator(".jp-ComputeHub-first").click(timeout=30_000)
+        assert sent.value.post_data_json == {"action": "top", "states": ["pending"]}
+        wait_for("the sweep first among hers",
+                 lambda: workload(hub, job)["explanation"].get("position_in_queue") == 3, 10)
+        assert [workload(hub, t)["explanation"]["position_in_queue"] for t in tasks] == [1, 2]
         cancel = task.locator(".jp-ComputeHub-cancel")
         cancel.click()
         sync_api.expect(cancel).to_have_text("Really cancel?")

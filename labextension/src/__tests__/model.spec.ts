@@ -166,7 +166,15 @@ describe('status bar', () => {
     expect(firstable(a, [a, { ...b, queue: 'nlp' }])).toBe(false);
     expect(firstable(a, [a, { ...b, state: 'running' }])).toBe(false);
     expect(firstable({ ...a, kind: 'notebook' }, [a, b])).toBe(false);
-    expect(firstable({ ...a, array: { id: 'w9', index: 0, size: 2, limit: 0 } }, [a, b])).toBe(false);
+    // A row of an array's tasks waiting in line: first when something of mine outside the row waits.
+    const arr = { id: 'w9', index: 0, size: 3, limit: 0 };
+    const t0 = wl({ id: 'w9', state: 'pending', priority: 'training', array: arr });
+    const t1 = wl({ id: 'w10', state: 'pending', priority: 'training', array: { ...arr, index: 1 } });
+    const tasks = { ...t0, waiting_tasks: ['w9', 'w10'] };
+    expect(firstable(tasks, [t0, t1])).toBe(false);
+    expect(firstable(tasks, [t0, t1, b])).toBe(true);
+    expect(firstable({ ...tasks, state: 'held' }, [t0, t1, b])).toBe(true);    // they go first once released
+    expect(firstable({ ...tasks, state: 'running' }, [t0, t1, b])).toBe(false);
     // Hold what waits; release my own hold, never an admin's.
     expect(holdAction(wl({ state: 'pending' }))).toBe('hold');
     expect(holdAction(wl({ state: 'held' }))).toBe('hold'); // held for what it runs after only
