@@ -14,6 +14,7 @@ from scheduler.what_if import preview_steps
 from . import views
 from .base import APIError, BaseHandler
 from .job_logs import read_after, read_tail
+from .snapshot import explanations
 
 STATES = (*LIVE, *TERMINAL)
 DRY_RUN_GAP = 1.0       # seconds between one caller's dry runs (PATCH ...?dry_run=true)
@@ -40,6 +41,9 @@ class WorkloadsHandler(BaseHandler):
         order = self.get_query_argument("order", "oldest")
         if order not in ("oldest", "newest"):
             raise APIError(400, "invalid", f"order must be 'oldest' (submission order) or 'newest', not {order!r}")
+        explain = self.get_query_argument("explain", "false")
+        if explain not in ("true", "false"):
+            raise APIError(400, "invalid", f"explain must be true or false, not {explain!r}")
         access = svc.sched.state.tree.access
         if states and any(s in TERMINAL for s in states):
             # Ended work lives only in the database, a year of it perhaps: the filters, the
@@ -57,9 +61,14 @@ class WorkloadsHandler(BaseHandler):
             if order == "newest":
                 visible.reverse()
             page, total = visible[offset:offset + limit], len(visible)
-        self.write_json({"workloads": [with_report_token(views.workload(w, svc.positions), w, caller, svc)
-                                       for w in page],
-                         "total": total, "offset": offset, "limit": limit, "order": order})
+        items = [with_report_token(views.workload(w, svc.positions), w, caller, svc) for w in page]
+        if explain == "true":
+            # Each waiting one's explanation, as GET workloads/{id} gives it: one request for a page.
+            said = await explanations(svc, [w for w in page if w.state in WAITING])
+            for d in items:
+                if d["id"] in said:
+                    d["explanation"] = said[d["id"]]
+        self.write_json({"workloads": items, "total": total, "offset": offset, "limit": limit, "order": order})
 
     async def post(self):
         caller = self.caller

@@ -25,7 +25,6 @@ from .cli_time import human_duration, parse_begin, parse_duration, parse_when  #
 from .client import ComputeHubClient, ComputeHubError
 
 KINDS = ("training", "batch", "inference", "notebook")
-EXPLAIN_AT_MOST = 50
 CONNECTION_HELP = ("URL of the ComputeHub service, e.g. https://hub.example.org/services/computehub "
                    "(default: $COMPUTEHUB_URL, else the hub's URL from $JUPYTERHUB_PUBLIC_HUB_URL or "
                    "$JUPYTERHUB_URL + /services/computehub).")
@@ -180,18 +179,6 @@ computehub submit --gpus 8 --time 2d --mail end,fail
         print(f"see where it stands: computehub queue   cancel it: {cancel_hint(w)}")
 
 
-def explain_pending(ch: ComputeHubClient, items: list[dict]) -> None:
-    """Adds to each pending or held workload (the first EXPLAIN_AT_MOST) its ``explanation``:
-    position, ETA and why it waits (held: what it still runs after), which only
-    ``GET workloads/{id}`` gives."""
-    for w in [w for w in items if w["state"] in ("pending", "held")][:EXPLAIN_AT_MOST]:
-        try:
-            w["explanation"] = ch.get(w["id"]).get("explanation")
-        except ComputeHubError as e:
-            if e.status != 404:        # it ended and vanished meanwhile: keep the listing
-                raise
-
-
 class QueueApp(ClientCommand):
     name = "computehub queue"
     description = ("Your live workloads (or, with --all, every one you may see: a team lead's team, an "
@@ -212,10 +199,10 @@ computehub queue --json
     def run(self):
         ch = self.client()
         user = None if self.all else ch.me()["name"]
-        listing = ch.list(user=user, queue=self.queue or None, limit=10_000)
+        # Each waiting one with its explanation (position, ETA, why it waits), in the one request.
+        listing = ch.list(user=user, queue=self.queue or None, limit=10_000, explain=True)
         # A job array's waiting tasks are one row in the table (squeue's way); the JSON has each.
         items = listing["workloads"] if self.json else collapse(listing["workloads"])
-        explain_pending(ch, items)
         if self.json:
             return self.emit(listing)
         if not items:

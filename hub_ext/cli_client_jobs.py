@@ -16,7 +16,7 @@ from urllib.parse import quote
 from traitlets import Bool, Int, Unicode
 
 from .cli import UsageError
-from .cli_client import (ClientCommand, SubmitApp, explain_pending, gpus_of, human_duration, parse_when,
+from .cli_client import (ClientCommand, SubmitApp, gpus_of, human_duration, parse_when,
                          printable, table)
 from .cli_client_arrays import LIVE, array_summary, array_words, cancel_hint, collapse, every_task, name_of
 from .client import ComputeHubClient, ComputeHubError
@@ -131,7 +131,7 @@ class JobsApp(ClientCommand):
         ch = self.client()
         me = ch.me()["name"]
         if self.array:
-            answer = ch.list(array=self.array, state=[*LIVE, *TERMINAL], limit=10_000)
+            answer = ch.list(array=self.array, state=[*LIVE, *TERMINAL], limit=10_000, explain=True)
             items, total = answer["workloads"], answer["total"]
             if not items:
                 raise UsageError(f"{self.array} names no job array you may see")
@@ -140,14 +140,13 @@ class JobsApp(ClientCommand):
             # shown oldest to newest so the newest end up next to the prompt.
             answer = ch.list(user=me, state=["held", "pending", "awaiting_approval", "admitted", "running",
                                              "preempting", "cancelling", "reclaiming", *TERMINAL],
-                             kind=JOB_KINDS, order="newest", limit=self.limit)
+                             kind=JOB_KINDS, order="newest", limit=self.limit, explain=True)
             items, total = answer["workloads"][::-1], answer["total"]
         else:
-            answer = ch.list(user=me, kind=JOB_KINDS, limit=10_000)
+            answer = ch.list(user=me, kind=JOB_KINDS, limit=10_000, explain=True)
             items, total = answer["workloads"], answer["total"]
         if not (self.json or self.array):       # a job array's waiting tasks: one row (squeue's way)
             items = collapse(items)
-        explain_pending(ch, items)
         if self.json:
             return self.emit(items)
         if not items:

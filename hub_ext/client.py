@@ -187,12 +187,13 @@ class ComputeHubClient:
         return self.request("POST", "workloads", body=_with_resources(spec, gpus, cpu, memory))
 
     def list(self, state=None, queue=None, user=None, kind=None, limit=None, offset=None, order=None,
-             array=None) -> dict:
+             array=None, explain=False) -> dict:
         """``{"workloads": [...], "total", "offset", "limit", "order"}``; ``state`` may be a list;
         ``order="newest"`` pages from the latest submission back (the default is oldest first);
-        ``array``: only the tasks of that job array (its first task's id)."""
+        ``array``: only the tasks of that job array (its first task's id); ``explain``: each waiting
+        workload with its ``explanation`` (position, reason, start estimate)."""
         return self._get("workloads", state=state, queue=queue, user=user, kind=kind, limit=limit, offset=offset,
-                         order=order, array=array)
+                         order=order, array=array, explain="true" if explain else None)
 
     def get(self, workload_id: str) -> dict:
         return self._get(f"workloads/{quote(str(workload_id), safe='')}")

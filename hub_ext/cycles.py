@@ -17,7 +17,8 @@ from scheduler.store.exclusive import LostExclusivity
 class SchedulingLoop(HasTraits):
     """Needs ``sched``, ``estimates``, ``metrics``, ``audit``, ``log`` and the loop's events."""
 
-    cycle_interval = Float(5.0, config=True, help="Seconds between periodic scheduling cycles (above 0).")
+    cycle_interval = Float(5.0, config=True, help="Seconds between periodic scheduling cycles (above 0); held "
+                                                  "work's begin time brings one sooner.")
     cycle_delay = Float(0.01, config=True,
                         help="Seconds to wait after a change before a cycle, so bursts share one cycle.")
     cycle_min_interval = Float(0.05, config=True,
@@ -32,6 +33,7 @@ class SchedulingLoop(HasTraits):
                                 "cycle_min_interval, no later than cycle_interval). Cycles walk all pending "
                                 "work, so with a long backlog this keeps the API answering; a lone change "
                                 "after a quiet spell is not delayed by it.")
+
     def next_cycle_gap(self) -> float:
         """Seconds until a cycle may start under a burst (<= 0: now)."""
         spacing = max(self.cycle_min_interval,

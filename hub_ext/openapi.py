@@ -94,7 +94,13 @@ def document(version: str) -> dict:
                                    _q("offset", {"type": "integer", "minimum": 0, "maximum": 10**9}),
                                    _q("order", {"type": "string", "enum": ["oldest", "newest"]},
                                       "oldest (submission order, the default) or newest first: the latest "
-                                      "ended work is `state=finished&...&order=newest&limit=N`")], scope=ANY),
+                                      "ended work is `state=finished&...&order=newest&limit=N`"),
+                                   _q("explain", {"type": "string", "enum": ["true", "false"]},
+                                      "true: each waiting workload of the page has its `explanation` (position, "
+                                      "reason, start estimate), as GET workloads/{id} gives it: from the line "
+                                      "plan; work new in line since gets a simulation of its own, for the first "
+                                      "of a job array's tasks waiting in a state and at most 50 a request")],
+                           scope=ANY),
                 "post": _op("Submit a workload (with `array`: a job array, a task per index, accepted "
                             "together or not at all; the answer is its first task with `tasks`, every task's "
                             "id). 429 too_many_waiting: the user already has as many "

@@ -23,11 +23,32 @@ NOT_ESTIMATED = "not estimated for work this far down the line"
 
 async def snapshot(svc, user: str) -> list[dict]:
     sched = svc.sched
-    out, explained, rows = [], 0, set()
-    for w in sched.workloads(user=user):
+    items = sched.workloads(user=user)
+    said = await explanations(svc, items)
+    out = []
+    for w in items:
         d = {"id": w.id, "name": w.name, "state": w.state, "queue": w.queue, "kind": w.kind}
         if w.array:
             d["array"] = w.array
+        e = said.get(w.id)
+        if e is not None:
+            d.update({k: e.get(k) for k in KEYS if w.state == PENDING or k in e})
+            if w.state == HELD:
+                d["placement"] = []
+        else:
+            d["placement"] = [a.to_dict() for a in w.placement]
+            d["reason"] = sched.waits_for(w) if w.state == HELD else w.reason
+        out.append(d)
+    return out
+
+
+async def explanations(svc, workloads) -> dict[str, dict]:
+    """The explanations of the waiting ones among ``workloads`` (in their order), by id: from the
+    line plan; else (new in line, or held work with a start to estimate) a simulation of its own
+    for the first of a job array's tasks waiting in a state, for at most ``EXPLAIN_MAX``; else, for
+    pending work, ``brief``. Held work beyond them gets none (its reason is what keeps it back)."""
+    out, explained, rows = {}, 0, set()
+    for w in workloads:
         # Held work that runs after other work is estimated from when that ends (estimate.py);
         # held work with a begin time, from then.
         estimated = w.state == PENDING or (w.state == HELD and (bool(w.after) or hold_until(w) is not None))
@@ -36,19 +57,12 @@ async def snapshot(svc, user: str) -> list[dict]:
             rows.add((w.array["id"], w.state))
         planned = await svc.estimates.planned(w) if w.state == PENDING else None
         if planned is not None:
-            d.update({k: planned.get(k) for k in KEYS})
+            out[w.id] = planned
         elif first and explained < EXPLAIN_MAX:
             explained += 1
-            e = await svc.explanation(w)
-            d.update({k: e.get(k) for k in KEYS if w.state == PENDING or k in e})
-            if w.state == HELD:
-                d["placement"] = []
+            out[w.id] = await svc.explanation(w)
         elif w.state == PENDING:
-            d.update(brief(svc, w))
-        else:
-            d["placement"] = [a.to_dict() for a in w.placement]
-            d["reason"] = sched.waits_for(w) if w.state == HELD else w.reason
-        out.append(d)
+            out[w.id] = brief(svc, w)
     return out
 
 

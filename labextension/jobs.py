@@ -24,13 +24,11 @@ import urllib.parse
 import urllib.request
 
 from .job_text import JobError, array_text, begin_time, parse_duration, script_command  # noqa: F401 - its interface
-from .waiting import explained
 
 SERVICE = "services/computehub"
 TERMINAL = ("finished", "failed", "cancelled", "preempted", "reclaimed", "rejected")
 WAITING = ("pending", "held", "awaiting_approval")
 JOB_KINDS = ("training", "batch", "inference")
-EXPLAIN_AT_MOST = 50     # waiting jobs whose reason %jobs asks for (one request each)
 ENV_PASSED = ("PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX", "LD_LIBRARY_PATH")
 
 
@@ -148,16 +146,8 @@ class Client:
             params.update(state=["held", "pending", "awaiting_approval", "admitted", "running", "preempting",
                                  "cancelling", "reclaiming", *TERMINAL],
                           order="newest", limit=limit)
-        items = self.request("GET", "workloads", params=params)["workloads"]
-        # Why a waiting one waits (and its position, ETA): only GET workloads/{id} says. Of a job
-        # array's waiting tasks only the first is asked (%jobs shows them as one row).
-        for w in explained(items, ("pending", "held"), EXPLAIN_AT_MOST):
-            try:
-                w["explanation"] = self.request("GET", f"workloads/{urllib.parse.quote(w['id'], safe='')}")\
-                    .get("explanation")
-            except JobError as e:
-                if e.status != 404:           # it ended and vanished meanwhile: keep the listing
-                    raise
+        # Each waiting one with why it waits (and its position, ETA), in the one request.
+        items = self.request("GET", "workloads", params={**params, "explain": "true"})["workloads"]
         return items[::-1] if include_ended else items
 
     def logs(self, workload_id: str, tail: int = 200) -> list[str]:

@@ -14,10 +14,8 @@ from urllib.parse import quote, urlencode
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
-from .waiting import DETAILS_MAX, explained
 
 TERMINAL = ("finished", "failed", "cancelled", "preempted", "reclaimed", "rejected")
-WAITING = ("pending", "held", "awaiting_approval")
 RECENT_ENDED = 5      # ended workloads shown after the live ones
 LIVE_MAX = 10_000     # my live workloads in one look: the service's largest page (a job array has up to 1,000)
 
@@ -81,31 +79,19 @@ class ServiceClient:
         # The latest few ended ones straight from the service's newest-first page: one small
         # query, however long the user's history (the panel asks every few seconds).
         live, recent, queues = await asyncio.gather(
-            self.call("GET", "workloads", {"user": user, "limit": LIVE_MAX}),
+            # Each waiting one with its explanation (position, reason, ETA), in the one request.
+            self.call("GET", "workloads", {"user": user, "limit": LIVE_MAX, "explain": "true"}),
             self.call("GET", "workloads", [("user", user), ("limit", RECENT_ENDED), ("order", "newest")]
                       + [("state", s) for s in TERMINAL]),
             self.call("GET", "queues"))
         workloads = live["workloads"]
         ended = sorted(recent["workloads"], key=lambda w: w.get("ended_at") or 0, reverse=True)
-        waiting = explained(workloads, WAITING, DETAILS_MAX)
-        details = await asyncio.gather(*(self._detail(w["id"]) for w in waiting))
-        for w, d in zip(waiting, details):
-            if d is not None:
-                w.update(d)
         for w in workloads + ended:
             if w.get("kind") == "inference" and self.serve_prefix:
                 w["serve_url"] = f"{self.serve_prefix.rstrip('/')}/serve/{quote(w['id'])}/"
         return {"user": user, "workloads": workloads + ended, "mail": bool(me.get("mail")),
                 "mail_address": me.get("mail_address") or "",
                 "queues": my_queues(queues["queues"], me, workloads)}
-
-    async def _detail(self, wid: str) -> dict | None:
-        try:
-            return await self.call("GET", f"workloads/{quote(wid, safe='')}")
-        except UpstreamError as e:
-            if e.status == 404:           # admitted/ended between the two calls: keep the list's view
-                return None
-            raise
 
 
 def my_queues(queues: list[dict], me: dict, workloads: list[dict]) -> list[dict]:

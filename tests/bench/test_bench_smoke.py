@@ -159,16 +159,16 @@ def test_bench_array_ops_through_the_cli(tmp_path):
 
 
 def test_bench_panel_through_the_cli(tmp_path):
-    """A short run of bench/panel_poll.py: the panel's look asks about the array's first waiting
-    task only, and the old way about each."""
+    """A short run of bench/panel_poll.py: the panel's look asks once for every explanation, and the
+    old way once more for the array's first waiting task and for each other waiting job."""
     out = tmp_path / "panel.json"
     r = subprocess.run([computehub(), "bench", "panel", "--tasks", "20", "--looks", "1", "--json", str(out)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-3000:]
     ways = json.loads(out.read_text())["ways"]
-    assert ways["each waiting workload"]["details"] == 12 + 3            # 20 tasks, 8 running: 12 wait
-    assert ways["first of each array, at most 50"]["details"] == 1 + 3
-    assert ways["each waiting workload"]["rows"] == ways["first of each array, at most 50"]["rows"] >= 23
+    before, now = ways["one request per row (before)"], ways["explain=true (now)"]
+    assert before["requests"] == 4 + 1 + 3 and now["requests"] == 4      # the sweep's row and 3 jobs
+    assert before["rows"] == now["rows"] >= 23 and "before / this" in r.stdout
 
 
 def test_bench_mail_through_the_cli(tmp_path):

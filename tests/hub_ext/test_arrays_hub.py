@@ -249,6 +249,30 @@ def test_a_big_arrays_tasks_are_estimated_by_one_plan_of_the_line_for_the_stream
     assert own - own0 <= 1 and plans - plans0 <= 1, (own0, own, plans0, plans)
 
 
+def test_a_listing_explains_each_waiting_workload_of_its_page_in_one_request(hub, submitted):  # noqa: F811
+    """``GET workloads?explain=true`` (what computehub queue, %jobs and the lab panel ask): each
+    waiting workload of the page with its explanation, as GET workloads/{id} gives it."""
+    big = ("--gpus", "4", "--workers", "2", "--queue", "vision", "--time", "1h")     # more than vision may run
+    w = json.loads(ok(cli(hub, "alice", "submit", *big, "--array", "0-3", "--json")))
+    submitted.extend(("alice", t) for t in w["tasks"])
+    for t in w["tasks"][1:]:                   # the first may run, when nothing else does
+        until(hub, "alice", t, ("pending",))
+    r = hub.call("GET", f"/workloads?array={w['id']}&explain=true", hub.tokens["alice"])
+    assert r.status_code == 200, r.text
+    listed = {x["id"]: x for x in r.json()["workloads"]}
+    assert set(listed) == set(w["tasks"])
+    waiting = [t for t in w["tasks"] if listed[t]["state"] == "pending"]
+    assert len(waiting) >= 3 and all("explanation" not in listed[t] for t in w["tasks"] if t not in waiting)
+    for t in waiting:
+        e, one = listed[t]["explanation"], hub.call("GET", f"/workloads/{t}", hub.tokens["alice"]).json()
+        assert e["reason"] == one["explanation"]["reason"] and e["position"] == one["explanation"]["position"], e
+        assert e["eta_reason"] and set(one["explanation"]) <= set(e) | {"id", "state", "queue", "priority"}, e
+    plain = hub.call("GET", f"/workloads?array={w['id']}", hub.tokens["alice"]).json()["workloads"]
+    assert not any("explanation" in x for x in plain)
+    r = hub.call("GET", "/workloads?explain=yes", hub.tokens["alice"])
+    assert r.status_code == 400 and "explain must be true or false" in r.json()["message"], r.text
+
+
 def test_state_picks_which_of_an_arrays_tasks_are_changed_or_cancelled(hub, submitted):  # noqa: F811
     """``--state`` (Slurm's ``scancel --state``): cancel an array's tasks in line and let its running
     ones go on; change its held tasks only. The installed CLI through the real hub and proxy."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import socket
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -243,10 +244,11 @@ async def test_default_service_url_from_the_spawner_environment(jp_configurable_
     assert ComputeHubLab().service_url == ""        # not configured: the endpoints say so
 
 
-async def test_a_job_arrays_waiting_tasks_are_asked_about_once_and_a_row_acts_on_them(jp_fetch, hub, monkeypatch):
-    """The panel shows an array's waiting tasks as one row with the first one's reason: only that
-    one is asked about (one request per look, not one per task), at most DETAILS_MAX in all; the
-    row's buttons act on the tasks in one request (array-action)."""
+async def test_a_look_asks_once_for_every_waiting_workloads_explanation_and_a_row_acts_on_them(
+        jp_fetch, hub, monkeypatch):
+    """The panel's look asks the service for my live work with each waiting workload's explanation
+    (position, reason, ETA) in one request (``explain=true``), not one request per waiting job or
+    array row; the row's buttons act on the tasks in one request (array-action)."""
     import labextension.service as service
     cancel_all(hub)
     busy = submit(hub, "bob", name="bob-big", kind="training", resources={"gpu": 2}, time_limit=1800)
@@ -254,14 +256,28 @@ async def test_a_job_arrays_waiting_tasks_are_asked_about_once_and_a_row_acts_on
     assert r.json()["state"] != "pending", r.text
     sweep = submit(hub, "alice", name="sweep", kind="batch", resources={"gpu": 1}, array="0-9")["tasks"]
     lone = [submit(hub, "alice", name=f"lone-{i}", kind="batch", resources={"gpu": 1})["id"] for i in range(3)]
+    deadline = time.monotonic() + 20            # a cycle has placed them all in line
+    while not all(w.get("position") for w in hub.call(
+            "GET", "/workloads?state=pending&user=alice", hub.tokens["alice"]).json()["workloads"]):
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    asked = []
+    call = service.ServiceClient.call
+
+    async def counted(self, method, path, query=None, body=None):
+        asked.append(path)
+        return await call(self, method, path, query, body)
+
+    monkeypatch.setattr(service.ServiceClient, "call", counted)
     try:
         code, body = await fetch(jp_fetch, "workloads")
         assert code == 200, body
-        explained = [w["id"] for w in body["workloads"] if "explanation" in w]
-        assert explained == [sweep[0], *lone], explained        # the sweep's first task, then each alone
-        monkeypatch.setattr(service, "DETAILS_MAX", 2)
-        code, body = await fetch(jp_fetch, "workloads")
-        assert [w["id"] for w in body["workloads"] if "explanation" in w] == [sweep[0], lone[0]]
+        assert sorted(asked) == ["me", "queues", "workloads", "workloads"], asked
+        explained = {w["id"]: w["explanation"] for w in body["workloads"] if "explanation" in w}
+        assert set(explained) == {*sweep, *lone}, explained
+        for wid, e in explained.items():
+            assert e["reason"] and e["position"] >= 1 and "eta_reason" in e, (wid, e)
+        assert explained[sweep[0]]["position"] < explained[sweep[1]]["position"]
         # The row's Hold: one request for the tasks in its state.
         code, out = await fetch(jp_fetch, "workloads", sweep[0], "array-action", method="POST",
                                 body=json.dumps({"action": "hold", "states": ["pending"]}))
