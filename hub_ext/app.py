@@ -174,6 +174,7 @@ class ComputeHubService(ServiceConfig, SchedulingLoop, SubmissionRules, Housekee
         self.next_begin: float | None = None                        # and the earliest begin time held
         self.cycles = 0
         self._last_cycle = 0.0
+        self._last_cycle_at = 0.0           # the last cycle's time (time.time)
         self._last_cycle_seconds = 0.0
         self._db_down = False
         self.estimates = Estimates(self)

@@ -48,7 +48,7 @@ class SchedulingLoop(HasTraits):
             self._last_cycle_seconds = time.monotonic() - self._last_cycle
 
     def _run_cycle(self) -> None:
-        now = time.time()
+        now = self._last_cycle_at = time.time()
         self.apply_deadlines(now)
         res = self.sched.cycle(now=now)
         self.cycles += 1
@@ -70,8 +70,8 @@ class SchedulingLoop(HasTraits):
     def next_cycle_in(self) -> float:
         """Seconds until the next periodic cycle: ``cycle_interval``, or sooner when held work's begin
         time comes first (it joins the line on time)."""
-        if self.next_begin is None:
-            return self.cycle_interval
+        if self.next_begin is None or self.next_begin <= self._last_cycle_at:
+            return self.cycle_interval      # (one a cycle did not release: no cycles back to back for it)
         return min(self.cycle_interval, max(0.0, self.next_begin - time.time()))
 
     async def scheduling_loop(self) -> None:

@@ -128,5 +128,8 @@ def test_work_with_a_begin_time_joins_the_line_then_not_at_the_next_periodic_cyc
         # Released by a cycle at its begin time (the periodic one is 30 s away), and started.
         assert s.get(w.id).state == "admitted" and time.time() - begin < 5, s.get(w.id)
         assert svc.next_begin is None and svc.next_cycle_in() == 30.0
+        # A begin time a cycle has passed and not released (it cannot be) brings no cycles back to back.
+        svc.next_begin = begin
+        assert svc.next_cycle_in() == 30.0
 
     drive(svc, body)
