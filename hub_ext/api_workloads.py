@@ -64,7 +64,9 @@ class WorkloadsHandler(BaseHandler):
         items = [with_report_token(views.workload(w, svc.positions), w, caller, svc) for w in page]
         if explain == "true":
             # Each waiting one's explanation, as GET workloads/{id} gives it: one request for a page.
-            said = await explanations(svc, [w for w in page if w.state in WAITING])
+            # (A page read from the database holds copies: the live workload is the one explained.)
+            live = svc.sched.state.workloads
+            said = await explanations(svc, [live[w.id] for w in page if w.state in WAITING and w.id in live])
             for d in items:
                 if d["id"] in said:
                     d["explanation"] = said[d["id"]]

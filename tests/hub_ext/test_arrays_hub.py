@@ -269,6 +269,16 @@ def test_a_listing_explains_each_waiting_workload_of_its_page_in_one_request(hub
         assert e["eta_reason"] and set(one["explanation"]) <= set(e) | {"id", "state", "queue", "priority"}, e
     plain = hub.call("GET", f"/workloads?array={w['id']}", hub.tokens["alice"]).json()["workloads"]
     assert not any("explanation" in x for x in plain)
+    # A page with ended states is read from the database: its waiting ones are explained all the same,
+    # one new in line (no plan has it: its own estimate) included.
+    fresh = json.loads(ok(cli(hub, "alice", "submit", *big, "--json")))
+    submitted.append(("alice", fresh["id"]))
+    r = hub.call("GET", f"/workloads?array={w['id']}&state=pending&state=finished&explain=true", hub.tokens["alice"])
+    assert r.status_code == 200 and all(x["explanation"]["reason"] for x in r.json()["workloads"]), r.text
+    r = hub.call("GET", "/workloads?user=alice&state=pending&state=cancelled&explain=true", hub.tokens["alice"])
+    assert r.status_code == 200, r.text
+    mine = {x["id"]: x for x in r.json()["workloads"]}
+    assert mine[fresh["id"]]["explanation"]["reason"], mine[fresh["id"]]
     r = hub.call("GET", "/workloads?explain=yes", hub.tokens["alice"])
     assert r.status_code == 400 and "explain must be true or false" in r.json()["message"], r.text
 
