@@ -200,13 +200,18 @@ def test_bench_errors_are_one_line(args, words):
         assert w in text
 
 
-def _long_line_bench(name: str, tmp_path):
-    """A short run of one of bench/long_line.py's benchmarks: (the run, its JSON), rows at three places."""
+def _short_long_line_run(name: str, tmp_path, pending: int = 60):
+    """A short run of one of bench/long_line.py's benchmarks: (the run, its JSON)."""
     out = tmp_path / f"{name}.json"
-    r = subprocess.run([computehub(), "bench", name, "--nodes", "20", "--pending", "60", "--repeat", "1",
+    r = subprocess.run([computehub(), "bench", name, "--nodes", "20", "--pending", str(pending), "--repeat", "1",
                         "--json", str(out)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-3000:]
-    data = json.loads(out.read_text())
+    return r, json.loads(out.read_text())
+
+
+def _long_line_bench(name: str, tmp_path):
+    """``_short_long_line_run`` of a benchmark with rows at three places in line."""
+    r, data = _short_long_line_run(name, tmp_path)
     assert list(data["rows"]) == ["front", "a quarter down", "halfway"]
     return r, data
 
@@ -234,11 +239,8 @@ def test_bench_what_if_through_the_cli(tmp_path):
 
 def test_bench_own_order_through_the_cli(tmp_path):
     """A short run of bench/own_order.py: the order timed with nothing, one user's work, and 1 in 100 put first."""
-    out = tmp_path / "own_order.json"
-    r = subprocess.run([computehub(), "bench", "own-order", "--nodes", "20", "--pending", "300", "--repeat", "1",
-                        "--json", str(out)], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-3000:]
-    rows = json.loads(out.read_text())["rows"]
+    r, data = _short_long_line_run("own-order", tmp_path, pending=300)
+    rows = data["rows"]
     assert list(rows) == ["nothing put first", "one user's 20 put first", "1 in 100 put first"]
     assert rows["nothing put first"]["put_first"] == 0 and rows["1 in 100 put first"]["put_first"] >= 3
     assert 0 < rows["one user's 20 put first"]["put_first"] <= 20 and all(row["ms"] > 0 for row in rows.values())
@@ -247,11 +249,7 @@ def test_bench_own_order_through_the_cli(tmp_path):
 
 def test_bench_line_plan_through_the_cli(tmp_path):
     """A short run of bench/line_plan.py: 20 workloads down the line estimated one by one, and one plan."""
-    out = tmp_path / "line_plan.json"
-    r = subprocess.run([computehub(), "bench", "line-plan", "--nodes", "20", "--pending", "60", "--repeat", "1",
-                        "--json", str(out)], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-3000:]
-    data = json.loads(out.read_text())
+    r, data = _short_long_line_run("line-plan", tmp_path)
     picks = data["picks"]
     assert len(picks) == 20 and picks[0]["position"] == 1 and picks[-1]["position"] == data["pending"]
     assert data["plan_median_s"] > 0 and data["own_total_s"] > 0 and data["estimated_by_plan"] > 0
