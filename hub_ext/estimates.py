@@ -64,12 +64,19 @@ class Estimates:
     async def explanation(self, w) -> dict:
         """``w``'s explanation: from a fresh line plan that includes it; else this cycle's own, the
         one being made, one still fresh for what it cost (``estimate_reuse``), or a new one."""
-        planned = w.state == PENDING and w.id in self.service.positions
-        if planned:
+        if self._in_line(w):
             e = await self.planned(w)
             if e is not None:
                 return e
-        return await self.own(w, plan_after=planned)
+        return await self.unplanned(w)
+
+    async def unplanned(self, w) -> dict:
+        """``w``'s explanation where the line plan has none (``planned`` answered None): its own
+        estimate, and a line plan started after it when ``w`` is in line."""
+        return await self.own(w, plan_after=self._in_line(w))
+
+    def _in_line(self, w) -> bool:
+        return w.state == PENDING and w.id in self.service.positions
 
     async def own(self, w, plan_after: bool = False) -> dict:
         """``w``'s explanation by its own estimate (the line ahead of it): this cycle's, the one being

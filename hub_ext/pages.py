@@ -287,7 +287,7 @@ class PendingPage(AdminPage):
         rows = array_rows([views.workload(w, positions) for w in pending])
         for i, d in enumerate(rows):          # a row of an array's tasks: its first one's reason and ETA
             w = by_id[d["id"]]
-            e = await svc.estimates.planned(w) or (await svc.explanation(w) if i < EXPLAIN_MAX else brief(svc, w))
+            e = await svc.estimates.planned(w) or (await svc.estimates.unplanned(w) if i < EXPLAIN_MAX else brief(svc, w))
             d.update(reason=e.get("reason"), eta_seconds=e.get("eta_seconds"), eta_reason=e.get("eta_reason"),
                      eta_earliest=e.get("eta_earliest", False))
         # Held work is out of line (no position): what keeps it back, said apart.

@@ -60,7 +60,7 @@ async def explanations(svc, workloads) -> dict[str, dict]:
             out[w.id] = planned
         elif first and explained < EXPLAIN_MAX:
             explained += 1
-            out[w.id] = await svc.explanation(w)
+            out[w.id] = await svc.estimates.unplanned(w)
         elif w.state == PENDING:
             out[w.id] = brief(svc, w)
     return out
