@@ -21,7 +21,8 @@ with many jobs, the event stream and the admin's Pending page cost one simulatio
 (bench/line_plan.py). A plan is kept as an explanation is (its cycle, or ``estimate_reuse`` times
 as long as it took), and remade in the background once half of that has passed while people
 ask, so they are answered from the one before meanwhile. Work new in line since the plan was
-made gets its own estimate until the next plan includes it.
+made gets its own estimate until the next plan includes it. Held work that runs after other
+work is in the plan too (from when what it runs after ends), so it needs no estimate of its own.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from scheduler.estimate import Steps
 from scheduler.explain import explain_planned, explain_steps
 from scheduler.line_plan import LinePlan
-from scheduler.model import PENDING
+from scheduler.model import HELD, HOLD, PENDING
 
 
 class Estimates:
@@ -64,7 +65,7 @@ class Estimates:
     async def explanation(self, w) -> dict:
         """``w``'s explanation: from a fresh line plan that includes it; else this cycle's own, the
         one being made, one still fresh for what it cost (``estimate_reuse``), or a new one."""
-        if self._in_line(w):
+        if self._plannable(w):
             e = await self.planned(w)
             if e is not None:
                 return e
@@ -72,10 +73,15 @@ class Estimates:
 
     async def unplanned(self, w) -> dict:
         """``w``'s explanation where the line plan has none (``planned`` answered None): its own
-        estimate, and a line plan started after it when ``w`` is in line."""
-        return await self.own(w, plan_after=self._in_line(w))
+        estimate, and a line plan started after it when a plan would answer for ``w``."""
+        return await self.own(w, plan_after=self._plannable(w))
 
-    def _in_line(self, w) -> bool:
+    def _plannable(self, w) -> bool:
+        """Whether a line plan made now would answer for ``w``: work in line at the last cycle,
+        and held work that runs after other work (unless something it waits on can give no
+        estimate: ``Dependencies.held_lines``)."""
+        if w.state == HELD:
+            return bool(w.after) and HOLD not in w.metadata
         return w.state == PENDING and w.id in self.service.positions
 
     async def own(self, w, plan_after: bool = False) -> dict:
@@ -99,22 +105,24 @@ class Estimates:
         return e
 
     async def planned(self, w) -> dict | None:
-        """Pending ``w``'s explanation from a fresh line plan that includes it, or from the one
-        being made (unless ``w`` has a fresh explanation of its own); None otherwise."""
+        """``w``'s explanation from a fresh line plan that answers for it (``Plan.answers``), or from
+        the one being made (unless ``w`` has a fresh explanation of its own); None otherwise."""
         svc = self.service
         p = self.plan
-        if p is not None and self._plan_fresh(p) and w.id in p.ids:
+        if p is not None and self._plan_fresh(p) and p.answers(w):
             if p.cycle != svc.cycles and time.monotonic() - p.at >= svc.estimate_reuse * p.took / 2:
                 self._start_plan()          # keep one fresh for whoever asks next
         else:
             q, k = self._planning, self._kept.get(w.id)
             own = k is not None and (not k.future.done() or (k.state == w.state and self._fresh(k)))
-            if q is None or w.id not in q.ids or own:
+            if q is None or not q.answers(w) or own:
                 return None
             p = await asyncio.shield(q.future)
-        result = p.starts.get(w.id) if p is not None else None
+        result = p.starts.get(w.id) if p is not None and p.answers(w) else None
+        if result is not None and w.state == HELD:
+            return explain_planned(svc.sched, w, svc.sched.clock(), result)
         place = svc.positions.get(w.id)
-        if result is None or place is None or w.state != PENDING:
+        if result is None or place is None:
             return None
         (pos, in_queue), (total, per_queue) = place, svc.line_lengths
         return explain_planned(svc.sched, w, svc.sched.clock(), result, {
@@ -132,8 +140,8 @@ class Estimates:
         svc = self.service
         pending = svc.sched.state.pending
         order = [pending[i] for i in svc.line_order if i in pending]
-        plan = LinePlan(svc.sched, svc.sched.clock(), order)
-        p = self._planning = Plan(svc.cycles, time.monotonic(), 0.0, plan.ids, None)
+        plan = LinePlan(svc.sched, svc.sched.clock(), order, svc.sched.held_lines())
+        p = self._planning = Plan(svc.cycles, time.monotonic(), 0.0, plan.ids, None, held=plan.held)
         p.future = asyncio.ensure_future(self._make_plan(p, plan))
 
     async def _make_plan(self, p: "Plan", plan: LinePlan) -> "Plan | None":
@@ -195,3 +203,11 @@ class Plan:
     ids: frozenset              # the workloads in that line
     future: asyncio.Future | None
     starts: dict | None = None  # workload id -> its result (scheduler/line_plan.py)
+    held: frozenset = frozenset()   # the held workloads it plans (they run after other work)
+
+    def answers(self, w) -> bool:
+        """Whether this plan answers for ``w`` as it is now: in the line it planned and still
+        pending, or held work it planned that is still held and not by a hold."""
+        if w.state == HELD:
+            return w.id in self.held and HOLD not in w.metadata
+        return w.state == PENDING and w.id in self.ids

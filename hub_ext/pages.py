@@ -287,7 +287,8 @@ class PendingPage(AdminPage):
         rows = array_rows([views.workload(w, positions) for w in pending])
         for i, d in enumerate(rows):          # a row of an array's tasks: its first one's reason and ETA
             w = by_id[d["id"]]
-            e = await svc.estimates.planned(w) or (await svc.estimates.unplanned(w) if i < EXPLAIN_MAX else brief(svc, w))
+            e = await svc.estimates.planned(w) or (await svc.estimates.unplanned(w) if i < EXPLAIN_MAX
+                                                   else brief(svc, w))
             d.update(reason=e.get("reason"), eta_seconds=e.get("eta_seconds"), eta_reason=e.get("eta_reason"),
                      eta_earliest=e.get("eta_earliest", False))
         # Held work is out of line (no position): what keeps it back, said apart.
@@ -296,9 +297,14 @@ class PendingPage(AdminPage):
         held_by_id = {w.id: w for w in held}
         timed = [d for d in held_rows if hold_until(held_by_id[d["id"]])]
         after = [d for d in held_rows if held_by_id[d["id"]].after and not hold_until(held_by_id[d["id"]])]
-        for d in timed + after[:EXPLAIN_MAX]:
-            # From its begin time (no simulation), or from when what it runs after ends.
-            e = await svc.explanation(held_by_id[d["id"]])
+        for i, d in enumerate(timed + after):
+            # From its begin time (no simulation), or from when what it runs after ends: the line
+            # plan's, else an estimate of its own for at most EXPLAIN_MAX.
+            w = held_by_id[d["id"]]
+            e = await svc.estimates.planned(w) or (await svc.estimates.unplanned(w)
+                                                   if i < len(timed) + EXPLAIN_MAX else None)
+            if e is None:
+                continue
             d.update(eta_seconds=e.get("eta_seconds"), eta_reason=e.get("eta_reason"),
                      eta_earliest=e.get("eta_earliest", False))
         return {"rows": rows, "explain_max": EXPLAIN_MAX, "held": held_rows, "held_count": len(held),

@@ -44,9 +44,10 @@ async def snapshot(svc, user: str) -> list[dict]:
 
 async def explanations(svc, workloads) -> dict[str, dict]:
     """The explanations of the waiting ones among ``workloads`` (in their order), by id: from the
-    line plan; else (new in line, or held work with a start to estimate) a simulation of its own
-    for the first of a job array's tasks waiting in a state, for at most ``EXPLAIN_MAX``; else, for
-    pending work, ``brief``. Held work beyond them gets none (its reason is what keeps it back)."""
+    line plan (pending work, and held work that runs after other work); else (new in line or
+    held since the plan, or held with a begin time) a simulation of its own for the first of a
+    job array's tasks waiting in a state, for at most ``EXPLAIN_MAX``; else, for pending work,
+    ``brief``. Held work beyond them gets none (its reason is what keeps it back)."""
     out, explained, rows = {}, 0, set()
     for w in workloads:
         # Held work that runs after other work is estimated from when that ends (estimate.py);
@@ -55,7 +56,7 @@ async def explanations(svc, workloads) -> dict[str, dict]:
         first = estimated and (not w.array or (w.array["id"], w.state) not in rows)
         if w.array and estimated:
             rows.add((w.array["id"], w.state))
-        planned = await svc.estimates.planned(w) if w.state == PENDING else None
+        planned = await svc.estimates.planned(w) if w.state in (PENDING, HELD) else None
         if planned is not None:
             out[w.id] = planned
         elif first and explained < EXPLAIN_MAX:

@@ -234,6 +234,38 @@ class Dependencies:
                 return f"it waits on more than {MAX_CHAIN} held workloads in turn: no start estimate"
         return chain
 
+    def held_lines(self) -> dict[str, list[str]]:
+        """Every held workload a start estimate can follow, with the live workloads each still
+        runs after: the chains of ``dependency_chain`` for all held work at once, for a plan of
+        the whole line (``line_plan.py``). Work held by hand or until a begin time, work that runs
+        only if another fails, work after work in no state to end, and whatever runs after any
+        of them, is left out (each says why in its own estimate). Unlike one estimate's chain,
+        no bound on how many follow one another: the plan simulates them all once anyway."""
+        wl, holding = self.state.workloads, self.state.holding
+        lines: dict[str, list[str] | None] = {}        # None: no estimate
+        dependents: dict[str, list[str]] = {}          # held workload -> the held work that runs after it
+        for h in self.state.held.values():
+            live: list[str] | None = [] if HOLD not in h.metadata else None
+            for entry in h.after if live is not None else ():
+                wid, cond = split(entry)
+                d = wl.get(wid)
+                if d is None or d.state in TERMINAL:
+                    continue
+                if cond == "failed" or (d.state not in (HELD, PENDING) and wid not in holding):
+                    live = None
+                    break
+                live.append(wid)
+                if d.state == HELD:
+                    dependents.setdefault(wid, []).append(h.id)
+            lines[h.id] = live
+        left_out = [i for i, v in lines.items() if v is None]
+        while left_out:             # and whatever runs after what is left out, in turn
+            for i in dependents.get(left_out.pop(), ()):
+                if lines[i] is not None:
+                    lines[i] = None
+                    left_out.append(i)
+        return {i: v for i, v in lines.items() if v is not None}
+
     def waits_for(self, w: Workload) -> str:
         """Why held work waits, as of now: its hold, what it still runs after, and in what state
         each is."""

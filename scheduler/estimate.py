@@ -72,7 +72,7 @@ class Simulation:
         # nodes and queues) is left to ``simulate``, which may run elsewhere.
         self.specs = ([copy.copy(q) for q in st.tree.specs.values()], [copy.copy(c) for c in st.classes.values()],
                       [copy.copy(n.spec) for n in st.inventory.nodes.values()])
-        self.copies: dict[str, Workload] = {w.id: _copy(w) for w in list(st.holding.values()) + line}
+        self.copies: dict[str, Workload] = {w.id: workload_copy(w) for w in list(st.holding.values()) + line}
         self.cfg = sched.config.copy(release_on_preempt=True)
         fs = sched.engine.fairshare
         self.fairshare = (fs.time, {k: dict(v) for k, v in fs.usage.items()})
@@ -171,7 +171,7 @@ class Estimate(Simulation):
         if target.state == HELD:
             ahead = order
             # ``target`` itself may be a changed copy (a dry run: what_if.py), not the live one.
-            waiting = {wid: (_copy(target if wid == target.id else st.workloads[wid]), deps)
+            waiting = {wid: (workload_copy(target if wid == target.id else st.workloads[wid]), deps)
                        for wid, deps in held.items()}
         else:
             ahead = order[: ids.index(target.id) + 1]
@@ -184,7 +184,7 @@ class Estimate(Simulation):
         return self.result
 
 
-def _copy(w: Workload) -> Workload:
+def workload_copy(w: Workload) -> Workload:
     """A copy the simulation may change: what it changes in place (placement, metadata) copied
     too. (``copy.copy`` of a slotted dataclass goes through ``__reduce_ex__``: twice as slow, over
     thousands of workloads each time.)"""

@@ -54,12 +54,16 @@ def explain_steps(sched, w: Workload, now: float) -> Steps:
     return waiting_fields(sched, w, now, result, out)
 
 
-def explain_planned(sched, w: Workload, now: float, result: Result, place: dict) -> dict:
-    """Pending ``w``'s explanation from its line plan's ``result`` (line_plan.py) and ``place``
-    (its ``position``, ``position_in_queue``, ``pending`` and ``queue_length`` in this cycle's
-    line): no simulation of its own."""
-    out = {"id": w.id, "state": w.state, "queue": w.queue, "priority": w.priority, **place}
-    return waiting_fields(sched, w, now, result, out)
+def explain_planned(sched, w: Workload, now: float, result: Result, place: dict | None = None) -> dict:
+    """``w``'s explanation from its line plan's ``result`` (line_plan.py): no simulation of its
+    own. Pending ``w`` with ``place`` (its ``position``, ``position_in_queue``, ``pending`` and
+    ``queue_length`` in this cycle's line); held ``w`` (it runs after other work) as
+    ``explain`` says it, its start from when what it runs after ends."""
+    out = {"id": w.id, "state": w.state, "queue": w.queue, "priority": w.priority}
+    if w.state == HELD:
+        eta, why, _, borrows = result
+        return {**out, "reason": sched.waits_for(w), **eta_fields(eta, why, borrows, now)}
+    return waiting_fields(sched, w, now, result, {**out, **(place or {})})
 
 
 def waiting_fields(sched, w: Workload, now: float, result: Result, out: dict) -> dict:

@@ -134,3 +134,34 @@ def test_a_dry_run_compares_with_its_own_estimate_not_the_plans(tmp_path):
     planned, own, before, after = asyncio.run(scenario())
     assert round(own["eta"] - t0) == 200 and round(planned["eta"] - t0) == 1100
     assert before["eta"] == own["eta"] and abs(after["eta"] - before["eta"]) < 1
+
+
+def test_held_work_that_runs_after_other_work_is_answered_from_the_plan_beyond_the_own_estimates_cap(tmp_path):
+    from hub_ext.snapshot import EXPLAIN_MAX, explanations
+    svc = service(tmp_path, estimate_reuse=1e9)
+    ends, waiting = line(svc, 1)
+    s = svc.sched
+    # A chain longer than the cap of own estimates a look makes: each runs after the one before.
+    def after(wid):
+        return s.submit({"user": "ada", "queue": "a", "resources": {"gpu": 1}, "time_limit": 60, "after": [wid]})
+
+    chain = [after(waiting[0].id)]
+    for _ in range(EXPLAIN_MAX + 9):
+        chain.append(after(chain[-1].id))
+    by_hand = after(waiting[0].id)
+    s.hold(by_hand.id)
+    svc.run_cycle()
+
+    async def scenario():
+        await svc.explanation(waiting[0])                  # its own; a plan follows
+        if svc.estimates._planning is not None:
+            await svc.estimates._planning.future
+        return await explanations(svc, s.workloads(states=("pending", "held")))
+
+    es = asyncio.run(scenario())
+    assert made(svc) == (1, 1)                             # no estimate of their own: the plan's
+    assert [es[w.id]["eta"] for w in chain] == [ends + 600 + 60 * i for i in range(len(chain))]
+    assert all(es[w.id]["state"] == "held" and es[w.id]["reason"].startswith("runs after ") for w in chain)
+    assert es[chain[3].id]["eta_reason"].startswith("if what it runs after finishes by its declared time limit")
+    # Held by hand: out of the plan; its own explanation (no simulation) says why there is no start.
+    assert es[by_hand.id]["eta"] is None and "held by hand" in es[by_hand.id]["eta_reason"], es[by_hand.id]
