@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 from urllib.parse import quote
 
 from jupyter_server.base.handlers import APIHandler
@@ -102,6 +103,8 @@ class WorkloadsHandler(_Base):
         except UpstreamError as e:
             return self.fail(e)
         report["this_workload"] = os.environ.get("COMPUTEHUB_WORKLOAD_ID") or None
+        # The panel counts "saved 4 min ago" on this clock, not the browser's, which may be off.
+        report["now"] = time.time()
         self.finish(json.dumps(report))
 
 

@@ -66,6 +66,18 @@ export interface WorkloadsReport {
   /** Whether the service can mail me (my work may ask for mail), and to which address. */
   mail?: boolean;
   mail_address?: string;
+  /** The server's clock when it answered (UNIX seconds). */
+  now?: number;
+}
+
+/**
+ * Seconds the server's clock is ahead of this browser's: the report's `now` less the browser's
+ * time when the report came (0 when it has none). The panel counts relative times ("checkpoint
+ * saved 4 min ago") on the server's clock, whose times they are, so a browser clock that is off
+ * does not shift them.
+ */
+export function clockOffset(report: WorkloadsReport, browserNow: number): number {
+  return typeof report.now === 'number' && isFinite(report.now) ? report.now - browserNow : 0;
 }
 
 export interface GpuDevice {

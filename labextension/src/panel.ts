@@ -222,7 +222,7 @@ export class ComputeHubPanel extends Widget {
     if (preempted) {
       facts.push(preempted);
     }
-    const saved = checkpointText(w, Date.now() / 1000);
+    const saved = checkpointText(w, this.store.serverNow());
     if (saved) {
       facts.push(saved);
     }

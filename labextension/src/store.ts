@@ -6,7 +6,7 @@
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { fetchGpu, fetchWorkloads } from './api';
-import { GpuReport, WorkloadsReport } from './model';
+import { clockOffset, GpuReport, WorkloadsReport } from './model';
 import { Poller } from './poller';
 
 export const POLL_MS = 2000; // between polls while things work
@@ -19,6 +19,8 @@ export class ComputeHubStore {
   error = '';
   errorSince: Date | null = null;
   lastUpdate: Date | null = null;
+  /** Seconds the server's clock is ahead of this browser's, as of the last report (`clockOffset`). */
+  clockOffset = 0;
   readonly poller: Poller;
   private _changed = new Signal<this, void>(this);
 
@@ -34,13 +36,20 @@ export class ComputeHubStore {
     return this.error !== '';
   }
 
-  private async poll(): Promise<void> {
+  /** Now on the server's clock (UNIX seconds): what the report's times are measured against. */
+  serverNow(): number {
+    return Date.now() / 1000 + this.clockOffset;
+  }
+
+  /** One poll of the server extension (the poller calls it; failures throw, for its backoff). */
+  async poll(): Promise<void> {
     const [w, g] = await Promise.allSettled([fetchWorkloads(), fetchGpu()]);
     if (g.status === 'fulfilled') {
       this.gpu = g.value;
     }
     if (w.status === 'fulfilled') {
       this.report = w.value;
+      this.clockOffset = clockOffset(w.value, Date.now() / 1000);
       this.error = '';
       this.errorSince = null;
       this.lastUpdate = new Date();

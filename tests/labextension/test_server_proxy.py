@@ -84,9 +84,11 @@ async def test_my_work_with_position_reason_eta_and_queue_usage(jp_fetch, hub):
     mine = submit(hub, "alice", name="alice-train", kind="training", resources={"gpu": 1})
     svc = submit(hub, "alice", name="alice-svc", kind="inference", resources={"gpu": 1})
     try:
+        asked = time.time()
         code, body = await fetch(jp_fetch, "workloads")
         assert code == 200, body
         assert body["user"] == "alice" and body["this_workload"] is None
+        assert asked <= body["now"] <= time.time()          # the server's clock, for relative times
         by_id = {w["id"]: w for w in body["workloads"]}
         assert busy["id"] not in by_id                     # only my own work
         w = by_id[mine["id"]]
