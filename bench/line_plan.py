@@ -13,6 +13,10 @@ the total for the 20, how many estimates a plan costs, and for the 20 how each e
 differs from the plan's. The plan is what the engine does (tests/scheduler/test_line_plan.py:
 driven forward with running work ending at its limits, the live scheduler starts each where the
 plan says); an estimate leaves out work further back that starts first by backfill.
+
+Held work that runs after other work (``HELD`` workloads, each after a different running one)
+is timed the same way: its own estimate simulates the whole line of now (it joins behind it),
+against the plan made with all held work in it, beside the plan without.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from scheduler.estimate import Estimate  # noqa: E402
 from scheduler.line_plan import LinePlan  # noqa: E402
 
 PICKS = 20
+HELD = 3
 
 
 def _timed(make) -> tuple[float, object]:
@@ -46,7 +51,13 @@ def measure(nodes: int, pending: int, repeat: int) -> dict:
     n = len(order)
     picks = [order[i * (n - 1) // (PICKS - 1)] for i in range(PICKS)]
     own = [_timed(lambda w=w: Estimate(s, w, now, order)) for w in picks]
-    plans = [_timed(lambda: LinePlan(s, now, order)) for _ in range(repeat)]
+    held = _held_after_running(s, now)
+    own_held = [_timed(lambda w=w: Estimate(s, w, now, order, held=s.dependency_chain(w))) for w in held]
+    plans, plans_held = [], []
+    for _ in range(repeat):             # alternating: the plan without held work, then with it
+        plans.append(_timed(lambda: LinePlan(s, now, order)))
+        plans_held.append(_timed(lambda: LinePlan(s, now, order, s.held_lines())))
+    with_held = plans_held[0][1]
     starts = plans[0][1]
     rows = []
     for w, (took, result) in zip(picks, own):
@@ -64,7 +75,20 @@ def measure(nodes: int, pending: int, repeat: int) -> dict:
             "estimated_by_plan": sum(r[0] is not None for r in starts.values()),
             "later_in_plan": sum(d > 1e-9 for d in diffs), "earlier_in_plan": sum(d < -1e-9 for d in diffs),
             "compared": len(diffs), "median_gap_h": statistics.median(abs(d) for d in diffs) if diffs else None,
-            "max_gap_h": max((abs(d) for d in diffs), default=None)}
+            "max_gap_h": max((abs(d) for d in diffs), default=None),
+            "held": [{"own_s": took, "own_eta_h": _hours(result[0], now), "plan_eta_h": _hours(with_held[w.id][0], now)}
+                     for w, (took, result) in zip(held, own_held)],
+            "held_own_total_s": sum(t for t, _ in own_held),
+            "plan_with_held_median_s": statistics.median(t for t, _ in plans_held),
+            "plan_with_held_runs_s": [t for t, _ in plans_held]}
+
+
+def _held_after_running(s, now: float) -> list:
+    """``HELD`` one-GPU workloads, each to run after a different running one (spread over them)."""
+    running = sorted((w for w in s.state.holding.values() if w.time_limit), key=lambda w: w.seq)
+    after = [running[i * (len(running) - 1) // max(1, HELD - 1)] for i in range(HELD)]
+    return [s.submit({"user": r.user, "queue": r.queue, "kind": r.kind, "resources": {"gpu": 1},
+                      "time_limit": 3600, "after": [r.id]}, now=now) for r in after]
 
 
 def _hours(t, now):
@@ -87,6 +111,13 @@ def report(r: dict) -> str:
         f"{PICKS} own / plan: {r['own_total_s'] / r['plan_median_s']:.2f}×",
         f"of {r['compared']} compared, the plan starts {r['later_in_plan']} later and {r['earlier_in_plan']} "
         f"earlier than their own estimate; median gap {fmt(r['median_gap_h'])} h, largest {fmt(r['max_gap_h'])} h"]
+    held = r["held"]
+    lines += [f"{len(held)} held workloads, each after a running one: own estimates "
+              + ", ".join(f"{h['own_s']:.2f} s (start {fmt(h['own_eta_h'])} h; plan {fmt(h['plan_eta_h'])} h)"
+                          for h in held)
+              + f", {r['held_own_total_s']:.2f} s in all",
+              f"the plan with them: median {r['plan_with_held_median_s']:.2f} s against {r['plan_median_s']:.2f} s "
+              f"without ({r['plan_with_held_median_s'] / r['plan_median_s']:.2f}×)"]
     return "\n".join(lines)
 
 

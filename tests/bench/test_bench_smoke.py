@@ -256,3 +256,6 @@ def test_bench_line_plan_through_the_cli(tmp_path):
     assert data["compared"] == data["later_in_plan"] + data["earlier_in_plan"] + sum(
         p["own_eta_h"] == p["plan_eta_h"] for p in picks if p["own_eta_h"] is not None)
     assert "own estimates" in r.stdout and "the plan starts" in r.stdout
+    # Held work after running work: the plan with it gives each a start, as its own estimate does.
+    assert len(data["held"]) == 3 and data["plan_with_held_median_s"] > 0 and "the plan with them" in r.stdout
+    assert all(h["plan_eta_h"] is not None and h["own_eta_h"] is not None for h in data["held"]), data["held"]
