@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from scheduler import Conflict, NotFound, ValidationError
 from scheduler.model import HOLDING, PENDING
 
@@ -22,25 +24,60 @@ def mail_of(svc, caller) -> dict:
     then); where it goes, whether that is an address I gave, and in which domains I may give one."""
     user = caller.kind == "user"
     to = svc.address_of(caller.name) if svc.mails and user else ""
+    pending = svc.pending_address(caller.name) if svc.mails and user and svc.mail_user_domains else ""
     return {"mail": bool(to), "mail_address": to, "mail_address_own": bool(to and svc.own_address(caller.name)),
+            "mail_address_pending": pending,
             "mail_user_domains": list(svc.mail_user_domains) if svc.mails and user else []}
 
 
-class MeMailAddressHandler(BaseHandler):
-    """``PUT me/mail-address`` ``{"address": "ada@lab.example.org"}``: where my mail goes from now on,
-    in a domain the admin allows (mail_addresses.py); ``""``: back to the admin's address."""
-
-    async def put(self):
+class _MyMailAddress(BaseHandler):
+    def _mine(self):
         caller, svc = self.caller, self.service
         if caller.kind != "user":
             raise APIError(403, "forbidden", "only a hub user has a mail address here, not a service")
+        if not (svc.smtp_host or svc.mail_maildir):
+            raise ValidationError("this ComputeHub sends no mail (its admin sets ComputeHubService.smtp_host)")
+        return caller, svc
+
+
+class MeMailAddressHandler(_MyMailAddress):
+    """``PUT me/mail-address`` ``{"address": "ada@lab.example.org"}``: where my mail goes from now on,
+    in a domain the admin allows (mail_addresses.py), once confirmed with the code mailed there
+    (202); ``""``: back to the admin's address (200)."""
+
+    async def put(self):
+        caller, svc = self._mine()
         body = self.json_body()
         if set(body) != {"address"}:
             raise ValidationError('send {"address": "ada@lab.example.org"}, or {"address": ""} to go back to the '
                                   "admin's address")
-        if not (svc.smtp_host or svc.mail_maildir):
-            raise ValidationError("this ComputeHub sends no mail (its admin sets ComputeHubService.smtp_host)")
-        svc.set_own_address(caller.name, body["address"], actor=caller.name)
+        address = svc.needs_confirmation(caller.name, body["address"])
+        if not address:
+            svc.set_own_address(caller.name, body["address"], actor=caller.name)
+        else:
+            code = svc.new_code()
+            # The mail server may take seconds: not on the event loop.
+            sent = await asyncio.get_running_loop().run_in_executor(None, svc.mail_code, caller.name, address, code)
+            if sent == "refused":
+                raise ValidationError(f"the mail server refused {address}: no code went there, nothing changed")
+            if sent != "sent":
+                raise APIError(503, "mail_failed", f"no code could be mailed to {address}: the mail server could "
+                               "not be reached or failed; nothing changed, try again later")
+            svc.keep_pending(caller.name, address, code, actor=caller.name)
+            self.set_status(202)
+        self.write_json({"name": caller.name, **mail_of(svc, caller)})
+
+
+class MeMailAddressConfirmHandler(_MyMailAddress):
+    """``POST me/mail-address/confirm`` ``{"code": "12345678"}``: the address I gave is where my mail
+    goes from now on, if the code is the one mailed to it."""
+
+    async def post(self):
+        caller, svc = self._mine()
+        body = self.json_body()
+        if set(body) != {"code"}:
+            raise ValidationError('send {"code": "12345678"}: the code mailed to the address you gave')
+        svc.confirm_own_address(caller.name, body["code"], actor=caller.name)
         self.write_json({"name": caller.name, **mail_of(svc, caller)})
 
 

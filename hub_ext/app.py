@@ -195,6 +195,7 @@ class ComputeHubService(ServiceConfig, SchedulingLoop, SubmissionRules, Housekee
         handlers = [
             (api + r"/me", A.MeHandler),
             (api + r"/me/mail-address", A.MeMailAddressHandler),
+            (api + r"/me/mail-address/confirm", A.MeMailAddressConfirmHandler),
             (api + r"/workloads", W.WorkloadsHandler),
             (api + r"/workloads/status", S.StatusBatchHandler),
             (api + rf"/workloads/{wid}", W.WorkloadHandler),

@@ -148,14 +148,18 @@ class MailAddressApp(ClientCommand):
     name = "computehub mail-address"
     description = ("computehub mail-address [ADDRESS | none]: where ComputeHub's mails about your work go. With "
                    "no argument, say where; with an address in a domain the admin allows, send them there from "
-                   "now on (Slurm's --mail-user); 'none' goes back to the address the admin set for you.")
+                   "now on (Slurm's --mail-user), once you give back the code mailed there (--confirm CODE); "
+                   "'none' goes back to the address the admin set for you.")
     examples = """
 computehub mail-address                            # where my mail goes
-computehub mail-address ada@lab.example.org
+computehub mail-address ada@lab.example.org        # a code goes there
+computehub mail-address --confirm 12345678         # the code: mail goes there from now on
 computehub mail-address none                       # the admin's address again
 """
     positional, usage_args = -1, ""
-    aliases = dict(ClientCommand.aliases)
+    confirm = Unicode("", help="The code mailed to the address you gave: mail goes there from now on.").tag(
+        config=True)
+    aliases = {**ClientCommand.aliases, "confirm": "MailAddressApp.confirm"}
     flags = dict(ClientCommand.flags)
 
     def args(self) -> list[str]:
@@ -166,7 +170,11 @@ computehub mail-address none                       # the admin's address again
 
     def run(self, address: str | None = None):
         ch = self.client()
-        if address is None:
+        if self.confirm and address is not None:
+            raise UsageError("give an address, or --confirm the code mailed to the one you gave; not both")
+        if self.confirm:
+            me = ch.confirm_mail_address(self.confirm)
+        elif address is None:
             me = ch.me()
         else:
             me = ch.set_mail_address("" if address.strip().lower() == "none" else address)
@@ -177,12 +185,18 @@ computehub mail-address none                       # the admin's address again
 
 
 def mail_address_line(me: dict) -> str:
-    """``mail goes to ada@lab.example.org (yours; ...)`` or why none goes anywhere."""
+    """``mail goes to ada@lab.example.org (yours; ...)`` or why none goes anywhere; and the address
+    that waits for its code, if any."""
     domains = me.get("mail_user_domains") or []
     choose = ("any domain" if "*" in domains else ", ".join(domains)) if domains else ""
     if not me.get("mail_address"):
-        return "no mail address: " + (f"give yours, in {choose}" if choose else "this ComputeHub mails you nowhere "
+        line = "no mail address: " + (f"give yours, in {choose}" if choose else "this ComputeHub mails you nowhere "
                                       "(its admin sets where mail goes)")
-    whose = "yours" if me.get("mail_address_own") else "the admin's"
-    other = f"; you may give another in {choose}" if choose else ""
-    return f"mail goes to {printable(me['mail_address'])} ({whose}{other})"
+    else:
+        whose = "yours" if me.get("mail_address_own") else "the admin's"
+        other = f"; you may give another in {choose}" if choose else ""
+        line = f"mail goes to {printable(me['mail_address'])} ({whose}{other})"
+    if me.get("mail_address_pending"):
+        line += (f"\na code went to {printable(me['mail_address_pending'])}: mail goes there once you give it "
+                 "back, within a day (computehub mail-address --confirm CODE)")
+    return line

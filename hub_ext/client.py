@@ -180,6 +180,11 @@ class ComputeHubClient:
         ``mail_user_domains``); "" for the admin's address again."""
         return self.request("PUT", "me/mail-address", body={"address": address})
 
+    def confirm_mail_address(self, code: str) -> dict:
+        """The address I gave (``set_mail_address``) is where my mail goes from now on, with the code
+        mailed to it."""
+        return self.request("POST", "me/mail-address/confirm", body={"code": code})
+
     def submit(self, gpus: int | None = None, cpu=None, memory=None, **spec) -> dict:
         """Submit a workload: the fields of ``POST api/v1/workloads`` (kind, resources, queue,
         priority, workers, gpu_model, time_limit, checkpoint_every, name, ...); ``gpus``, ``cpu`` and ``memory``

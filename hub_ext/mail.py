@@ -27,8 +27,8 @@ from scheduler.errors import StoreUnavailable, ValidationError
 from scheduler.mail_types import BEGIN, END, FAIL, MAIL, REQUEUE
 from scheduler.model import LIVE, TERMINAL
 
-from .mail_addresses import OwnMailAddresses
-from .mail_compose import array_mail, message, workload_mail
+from .mail_addresses import CONFIRM_S, OwnMailAddresses
+from .mail_compose import array_mail, confirm_mail, message, workload_mail
 
 STATE_KEY = "mail_state"    # meta: {"after": event id, "begun": [array ids], "ended": [array ids],
 #                                    "requeued": {array id: when its last requeue mail's event was},
@@ -229,6 +229,16 @@ class Mail(OwnMailAddresses, HasTraits):
             with store.transaction():
                 store.set_meta(STATE_KEY, json.dumps(state))
         return sent
+
+    def mail_code(self, user: str, address: str, code: str) -> str:
+        """Mail ``code`` to the ``address`` ``user`` gave (mail_addresses.py), at once, on the calling
+        thread (it waits for the mail server): "sent", "refused" (the server refused the address) or
+        "failed" (the server could not be reached, or failed)."""
+        subject, body = confirm_mail(user, code, CONFIRM_S / 3600, self.mail_link)
+        with _Outbox(self) as out:
+            if not out.send(address, subject, body):
+                return "failed"
+            return "refused" if out.refused else "sent"
 
     def _over_limit(self, to: str, now: float) -> bool:
         """Whether ``to`` has had ``mail_per_user_hour`` mails in the last hour already (then this

@@ -97,6 +97,18 @@ def footer(w, service_url: str) -> list[str]:
     return lines
 
 
+def confirm_mail(user: str, code: str, hours: float, service_url: str) -> tuple[str, str]:
+    """(subject, body) of the mail that asks the owner of an address a user gave to confirm it."""
+    lines = ["Hello,", "", *textwrap.wrap(
+        f"the ComputeHub user {user} asked that ComputeHub's mails about their work go to this "
+        "address. If that was you, confirm it with:", WIDTH), "",
+        f"  computehub mail-address --confirm {code}", "",
+        *textwrap.wrap(f"The code is good for {hours:g} hours. If it was not you, ignore this mail: "
+                       "no mail about anyone's work comes here unless the code is given.", WIDTH),
+        "", "-- ", f"ComputeHub{' at ' + service_url if service_url else ''}"]
+    return f"{SUBJECT_PREFIX} confirm your mail address", "\n".join(lines)
+
+
 def message(sender: str, to: str, subject: str, body: str) -> EmailMessage:
     """The mail itself. ``to`` is checked to be one plain address: a user name in it (the
     admin's ``mail_address`` template) cannot add a header or a second recipient."""

@@ -78,9 +78,18 @@ def document(version: str) -> dict:
                                       "ask for mail, `mail_address`: where it goes", _ok("#/components/schemas/Me"))},
             "/api/v1/me/mail-address": {"put": _op(
                 "Where the caller's mail goes from now on: an address of their own in a domain the admin allows "
-                "(`mail_user_domains`, in GET me; Slurm's --mail-user); \"\" goes back to the admin's address. 400 "
-                "for an address that is not one or not in those domains, or where users may not choose; 403 "
-                "for a service", _ok("#/components/schemas/Me"), body="#/components/schemas/MailAddressChange")},
+                "(`mail_user_domains`, in GET me; Slurm's --mail-user); \"\" goes back to the admin's address "
+                "(200). A new address is used once confirmed (`mail_address_confirmation`): a code is mailed to it "
+                "and the answer is 202 with it in `mail_address_pending`; POST me/mail-address/confirm gives the "
+                "code back. 400 for an address that is not one or not in those domains, or that the mail server "
+                "refused, or where users may not choose; 403 for a service; 429 for a new code within a minute of "
+                "the last or beyond 5 a day; 503 when the mail server failed (nothing changed)",
+                {**_ok("#/components/schemas/Me"), **_ok("#/components/schemas/Me", "202", "A code was mailed to it"),
+                 "429": _ERR, "503": _ERR}, body="#/components/schemas/MailAddressChange")},
+            "/api/v1/me/mail-address/confirm": {"post": _op(
+                "The address the caller gave is where their mail goes from now on, with the code mailed to it (good "
+                "for a day and 5 tries). 400 for a wrong, used or expired code, or when no address waits for one; "
+                "403 for a service", _ok("#/components/schemas/Me"), body="#/components/schemas/MailAddressConfirm")},
             "/api/v1/workloads": {
                 "get": _op("List the workloads the caller may see", _ok("#/components/schemas/WorkloadList"),
                            params=[_q("state", {"type": "array", "items": {"type": "string", "enum": list(STATES)}},

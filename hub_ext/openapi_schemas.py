@@ -24,6 +24,8 @@ def schemas() -> dict:
             "mail": {"type": "boolean", "description": "whether the caller's work may ask for mail"},
             "mail_address": {"type": "string", "description": "where the caller's mail goes (\"\": nowhere)"},
             "mail_address_own": {"type": "boolean", "description": "whether that is an address the caller gave"},
+            "mail_address_pending": {"type": "string", "description": "an address the caller gave that waits for "
+                                                                      "the code mailed to it (\"\": none)"},
             "mail_user_domains": {"type": "array", "items": {"type": "string"},
                                   "description": "domains the caller may give an address in ('*': any; "
                                                  "[]: the admin's address only)"}}},
@@ -31,6 +33,9 @@ def schemas() -> dict:
                               "properties": {"address": {"type": "string", "maxLength": 254,
                                                          "description": "e.g. ada@lab.example.org; \"\": the "
                                                                         "admin's address again"}}},
+        "MailAddressConfirm": {"type": "object", "additionalProperties": False, "required": ["code"],
+                               "properties": {"code": {"type": "string", "maxLength": 100,
+                                                      "description": "the code mailed to the address given"}}},
         "Hold": {"type": "object", "additionalProperties": False, "properties": {
             "reason": {"type": "string", "maxLength": 500, "description": "why it is held, shown with it"},
             "until": {"type": "number", "description": "only until this time (seconds since 1970, UTC; at most 366 "

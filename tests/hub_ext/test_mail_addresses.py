@@ -83,3 +83,88 @@ def test_mail_user_domains_are_checked_and_alone_make_mail_possible():
     with pytest.raises(ValidationError, match="give yours with computehub mail-address ADDRESS, in example.org; or "
                                               "leave out mail"):
         m.check_mail_wanted({"mail": ["end"], "user": "ada"})
+
+
+def _code_in(mail) -> str:
+    import re
+    return re.search(r"computehub mail-address --confirm (\d{8})", mail.get_content()).group(1)
+
+
+def _ask(m, user, address) -> str:
+    """What ``PUT me/mail-address`` does: the address checked, a code mailed to it, kept waiting."""
+    address = m.needs_confirmation(user, address)
+    code = m.new_code()
+    assert m.mail_code(user, address, code) == "sent"
+    m.keep_pending(user, address, code, actor=user)
+    return address
+
+
+def test_an_address_is_used_only_once_the_code_mailed_to_it_comes_back(tmp_path, smtp):  # noqa: F811
+    m = Mailer(sched_on(f"sqlite:///{tmp_path / 'store.sqlite'}"), smtp.controller.port,
+               mail_user_domains=["example.org"])
+    assert m.mail_address_confirmation
+    assert _ask(m, "ada", "Ada@Lab.Example.org") == "Ada@lab.example.org"
+    sent = smtp.mails[-1]
+    assert sent["To"] == "Ada@lab.example.org" and sent["Subject"] == "[ComputeHub] confirm your mail address"
+    assert "the ComputeHub user ada asked" in sent.get_content() and "good for 24 hours" in sent.get_content()
+    assert m.address_of("ada") == "ada@example.org" and m.pending_address("ada") == "Ada@lab.example.org"
+    code = _code_in(sent)
+    with pytest.raises(ValidationError, match="not the code mailed to Ada@lab.example.org: 4 tries left"):
+        m.confirm_own_address("ada", f"{(int(code) + 1) % 10**8:08d}", actor="ada")
+    with pytest.raises(ValidationError, match="no address of yours waits for a code"):
+        m.confirm_own_address("bob", code, actor="bob")
+    assert m.confirm_own_address("ada", f" {code} ", actor="ada") == "Ada@lab.example.org"
+    assert m.address_of("ada") == "Ada@lab.example.org" and m.pending_address("ada") == ""
+    with pytest.raises(ValidationError, match="no address of yours waits for a code"):
+        m.confirm_own_address("ada", code, actor="ada")                    # used up
+    assert m.needs_confirmation("ada", "Ada@LAB.example.org") == ""      # the one in use: nothing to confirm
+    # Kept in the database: a restart knows what waits (and only the code's hash is there).
+    _ask(Mailer(m.sched, smtp.controller.port, mail_user_domains=["example.org"]), "cy", "cy@example.org")
+    again = Mailer(sched_on(f"sqlite:///{tmp_path / 'store.sqlite'}"), smtp.controller.port,
+                   mail_user_domains=["example.org"])
+    assert again.pending_address("cy") == "cy@example.org"
+    assert _code_in(smtp.mails[-1]) not in (again.sched.store.get_meta("mail_user_pending") or "")
+    asked = again.sched.store.get_events(kinds=("mail_address_requested",))
+    assert [(e.data["user"], e.data["address"]) for e in asked] == [("ada", "Ada@lab.example.org"),
+                                                                    ("cy", "cy@example.org")]
+
+
+def test_codes_expire_and_run_out_of_tries_and_nobody_can_flood_an_address(tmp_path, smtp):  # noqa: F811
+    from hub_ext.mail_addresses import CODES_PER_DAY, CONFIRM_S, CONFIRM_TRIES, RESEND_S, TooSoon
+    m = Mailer(sched_on(f"sqlite:///{tmp_path / 'store.sqlite'}"), smtp.controller.port,
+               mail_user_domains=["example.org"])
+    t = [1000.0]
+    m.sched.clock = lambda: t[0]
+    _ask(m, "eve", "ada@example.org")
+    with pytest.raises(TooSoon, match="wait 60 s before asking for another"):
+        m.needs_confirmation("eve", "bob@example.org")
+    for _ in range(CODES_PER_DAY - 1):
+        t[0] += RESEND_S
+        _ask(m, "eve", "ada@example.org")
+    t[0] += RESEND_S
+    with pytest.raises(TooSoon, match=f"{CODES_PER_DAY} codes went out in the last day"):
+        m.needs_confirmation("eve", "bob@example.org")
+    assert len(smtp.mails) == CODES_PER_DAY
+    for _ in range(CONFIRM_TRIES - 1):
+        with pytest.raises(ValidationError, match="tries left"):
+            m.confirm_own_address("eve", "00000000" if _code_in(smtp.mails[-1]) != "00000000" else "1", actor="eve")
+    with pytest.raises(ValidationError, match="no tries left; give the address again"):
+        m.confirm_own_address("eve", "00000000" if _code_in(smtp.mails[-1]) != "00000000" else "1", actor="eve")
+    with pytest.raises(ValidationError, match="no address of yours waits for a code"):
+        m.confirm_own_address("eve", _code_in(smtp.mails[-1]), actor="eve")    # void now, right or not
+    assert m.address_of("eve") == "eve@example.org"
+    t[0] += 86400                                                       # a day later: codes again
+    _ask(m, "eve", "eve.x@example.org")
+    t[0] += CONFIRM_S + 1
+    with pytest.raises(ValidationError, match="its code has expired: give the address again"):
+        m.confirm_own_address("eve", _code_in(smtp.mails[-1]), actor="eve")
+    assert m.address_of("eve") == "eve@example.org"
+
+
+def test_with_confirmation_off_an_address_is_used_at_once(tmp_path, smtp):  # noqa: F811
+    m = Mailer(sched_on(f"sqlite:///{tmp_path / 'store.sqlite'}"), smtp.controller.port,
+               mail_user_domains=["example.org"], mail_address_confirmation=False)
+    assert m.needs_confirmation("ada", "ada@lab.example.org") == ""       # the handler sets it at once
+    with pytest.raises(ValidationError, match="not in elsewhere.org"):
+        m.needs_confirmation("ada", "ada@elsewhere.org")
+    assert not smtp.mails

@@ -88,7 +88,21 @@ def test_my_job_mails_me_when_it_starts_and_ends(tmp_path):
             # Her own address, in a domain the admin allows (Slurm's --mail-user), then the admin's again.
             said = ok(cli(hub, "alice", "mail-address")).strip()
             assert said == "mail goes to alice@example.org (the admin's; you may give another in lab.example.org)"
+            # It takes the code mailed there: until then her mail goes where it went.
             said = ok(cli(hub, "alice", "mail-address", "Alice.W@Lab.Example.org")).strip()
+            assert said == ("mail goes to alice@example.org (the admin's; you may give another in lab.example.org)\n"
+                            "a code went to Alice.W@lab.example.org: mail goes there once you give it back, within "
+                            "a day (computehub mail-address --confirm CODE)"), said
+            assert len(inbox.mails) == 4 and inbox.mails[3]["To"] == "Alice.W@lab.example.org"
+            assert inbox.subjects()[3] == "[ComputeHub] confirm your mail address"
+            code = re.search(r"computehub mail-address --confirm (\d{8})", inbox.mails[3].get_content()).group(1)
+            line = one_line_error(cli(hub, "alice", "mail-address", "Alice.W@Lab.Example.org"))
+            assert "a code went out" in line and "before asking for another" in line, line      # 429: no flood
+            line = one_line_error(cli(hub, "alice", "mail-address", "--confirm", f"{(int(code) + 1) % 10**8:08d}"))
+            assert "that is not the code mailed to Alice.W@lab.example.org: 4 tries left" in line, line
+            line = one_line_error(cli(hub, "bob", "mail-address", "--confirm", code))        # hers, not his
+            assert "no address of yours waits for a code" in line, line
+            said = ok(cli(hub, "alice", "mail-address", "--confirm", code)).strip()
             assert said == "mail goes to Alice.W@lab.example.org (yours; you may give another in lab.example.org)"
             for bad, says in (("eve@elsewhere.org", "ComputeHub mails addresses in lab.example.org only, not in "
                                                     "elsewhere.org"),
@@ -105,14 +119,17 @@ def test_my_job_mails_me_when_it_starts_and_ends(tmp_path):
             until(hub, "alice", own, ("admitted",))
             r = hub.call("POST", f"/workloads/{own}/status", hub.launcher_token, json={"state": "finished"})
             assert r.status_code == 200, r.text
-            until_true(lambda: len(inbox.mails) >= 4)
-            assert inbox.subjects()[3:] == [f"[ComputeHub] own ({own}) finished"]
-            assert inbox.mails[3]["To"] == "Alice.W@lab.example.org"
+            until_true(lambda: len(inbox.mails) >= 5)
+            assert inbox.subjects()[4:] == [f"[ComputeHub] own ({own}) finished"]
+            assert inbox.mails[4]["To"] == "Alice.W@lab.example.org"
             said = ok(cli(hub, "alice", "mail-address", "none")).strip()
             assert said.startswith("mail goes to alice@example.org (the admin's"), said
             audit = hub.call("GET", "/audit?kind=mail_address_set", hub.tokens["ada"]).json()
             assert [(e["data"]["user"], e["data"]["after"]) for e in audit["events"]] == [
                 ("alice", "Alice.W@lab.example.org"), ("alice", "")], audit
+            asked = hub.call("GET", "/audit?kind=mail_address_requested", hub.tokens["ada"]).json()["events"]
+            assert [(e["data"]["user"], e["data"]["address"]) for e in asked] == [("alice", "Alice.W@lab.example.org")]
+            assert code not in str(asked)                                   # the code is never in the log
     finally:
         smtp.stop()
 
