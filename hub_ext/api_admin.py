@@ -51,7 +51,7 @@ class MeMailAddressHandler(_MyMailAddress):
         if set(body) != {"address"}:
             raise ValidationError('send {"address": "ada@lab.example.org"}, or {"address": ""} to go back to the '
                                   "admin's address")
-        address = svc.needs_confirmation(caller.name, body["address"])
+        address = svc.start_confirmation(caller.name, body["address"])
         if not address:
             svc.set_own_address(caller.name, body["address"], actor=caller.name)
         else:

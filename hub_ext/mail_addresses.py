@@ -150,9 +150,10 @@ class OwnMailAddresses(HasTraits):
             return ""
         return p["address"]
 
-    def needs_confirmation(self, user: str, address) -> str:
+    def start_confirmation(self, user: str, address) -> str:
         """``address`` as it would be kept (checked: ``set_own_address``) when it waits for a code
-        mailed to it first; "" when it is kept at once (confirmation off, the admin's again, or the
+        mailed to it first, the code's send counted from now (before it is mailed: requests at
+        once all count); "" when it is kept at once (confirmation off, the admin's again, or the
         address already in use). Refuses (429) a new code sooner than ``RESEND_S`` after the last,
         or beyond ``CODES_PER_DAY`` a day."""
         self._check_choosing()
@@ -168,6 +169,9 @@ class OwnMailAddresses(HasTraits):
         if len(sent) >= CODES_PER_DAY:
             raise TooSoon(f"{CODES_PER_DAY} codes went out in the last day, the most there may be: ask again "
                                   "tomorrow, or give the last one")
+        pending = dict(self._pending)
+        pending[user] = {**pending.get(user, {}), "sent": sent + [now]}
+        self._write_pending(pending)
         return address
 
     @staticmethod
@@ -175,10 +179,11 @@ class OwnMailAddresses(HasTraits):
         return f"{secrets.randbelow(10 ** 8):08d}"
 
     def keep_pending(self, user: str, address: str, code: str, actor: str) -> None:
-        """``address`` waits for ``code`` (mailed to it: ``Mail.mail_code``), in place of any earlier one."""
+        """``address`` waits for ``code`` (mailed to it: ``Mail.mail_code``), in place of any earlier one
+        (its send counted by ``start_confirmation``)."""
         now = self.sched.clock()
         pending = dict(self._pending)
-        sent = [t for t in pending.get(user, {}).get("sent", ()) if t > now - 86400] + [now]
+        sent = pending.get(user, {}).get("sent", [])
         pending[user] = {"address": address, "code_sha256": _digest(code), "at": now, "tries": 0, "sent": sent}
         self._write_pending(pending, Event(now, "mail_address_requested", None, address,
                                            {"actor": actor, "user": user, "address": address}))

@@ -92,7 +92,7 @@ def _code_in(mail) -> str:
 
 def _ask(m, user, address) -> str:
     """What ``PUT me/mail-address`` does: the address checked, a code mailed to it, kept waiting."""
-    address = m.needs_confirmation(user, address)
+    address = m.start_confirmation(user, address)
     code = m.new_code()
     assert m.mail_code(user, address, code) == "sent"
     m.keep_pending(user, address, code, actor=user)
@@ -117,7 +117,7 @@ def test_an_address_is_used_only_once_the_code_mailed_to_it_comes_back(tmp_path,
     assert m.address_of("ada") == "Ada@lab.example.org" and m.pending_address("ada") == ""
     with pytest.raises(ValidationError, match="no address of yours waits for a code"):
         m.confirm_own_address("ada", code, actor="ada")                    # used up
-    assert m.needs_confirmation("ada", "Ada@LAB.example.org") == ""      # the one in use: nothing to confirm
+    assert m.start_confirmation("ada", "Ada@LAB.example.org") == ""      # the one in use: nothing to confirm
     # Kept in the database: a restart knows what waits (and only the code's hash is there).
     _ask(Mailer(m.sched, smtp.controller.port, mail_user_domains=["example.org"]), "cy", "cy@example.org")
     again = Mailer(sched_on(f"sqlite:///{tmp_path / 'store.sqlite'}"), smtp.controller.port,
@@ -137,13 +137,17 @@ def test_codes_expire_and_run_out_of_tries_and_nobody_can_flood_an_address(tmp_p
     m.sched.clock = lambda: t[0]
     _ask(m, "eve", "ada@example.org")
     with pytest.raises(TooSoon, match="wait 60 s before asking for another"):
-        m.needs_confirmation("eve", "bob@example.org")
+        m.start_confirmation("eve", "bob@example.org")
+    # Two requests at once: the first counts before its mail goes, so the second is refused.
+    assert m.start_confirmation("zed", "zed.x@example.org") == "zed.x@example.org"
+    with pytest.raises(TooSoon, match="wait 60 s"):
+        m.start_confirmation("zed", "zed.y@example.org")
     for _ in range(CODES_PER_DAY - 1):
         t[0] += RESEND_S
         _ask(m, "eve", "ada@example.org")
     t[0] += RESEND_S
     with pytest.raises(TooSoon, match=f"{CODES_PER_DAY} codes went out in the last day"):
-        m.needs_confirmation("eve", "bob@example.org")
+        m.start_confirmation("eve", "bob@example.org")
     assert len(smtp.mails) == CODES_PER_DAY
     for _ in range(CONFIRM_TRIES - 1):
         with pytest.raises(ValidationError, match="tries left"):
@@ -164,7 +168,7 @@ def test_codes_expire_and_run_out_of_tries_and_nobody_can_flood_an_address(tmp_p
 def test_with_confirmation_off_an_address_is_used_at_once(tmp_path, smtp):  # noqa: F811
     m = Mailer(sched_on(f"sqlite:///{tmp_path / 'store.sqlite'}"), smtp.controller.port,
                mail_user_domains=["example.org"], mail_address_confirmation=False)
-    assert m.needs_confirmation("ada", "ada@lab.example.org") == ""       # the handler sets it at once
+    assert m.start_confirmation("ada", "ada@lab.example.org") == ""       # the handler sets it at once
     with pytest.raises(ValidationError, match="not in elsewhere.org"):
-        m.needs_confirmation("ada", "ada@elsewhere.org")
+        m.start_confirmation("ada", "ada@elsewhere.org")
     assert not smtp.mails
