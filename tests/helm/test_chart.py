@@ -137,12 +137,12 @@ def test_mail_is_off_by_default_and_one_block_of_values_sets_it_up(tmp_path):
     (tmp_path / "off.json").write_text(config_files(render(tmp_path))["computehub_config.json"])
     app = ComputeHubService()
     app.load_config_file(str(tmp_path / "off.json"))
-    assert not app.mails
+    assert not app.mails and app.mail_address_confirmation
     objs = render(tmp_path, values={"service": {"mail": {
         "smtpHost": "smtp.example.org", "smtpPort": 587, "security": "starttls", "username": "computehub",
         "passwordSecret": "smtp", "address": "{user}@example.org", "from": "ComputeHub <ch@example.org>",
         "addresses": {"octocat": "octo@lab.example.org"}, "perUserHour": 20, "userDomains": ["lab.example.org"],
-        "link": "https://hub.example.org/services/computehub/"}}})
+        "confirmAddresses": False, "link": "https://hub.example.org/services/computehub/"}}})
     (tmp_path / "on.json").write_text(config_files(objs)["computehub_config.json"])
     app = ComputeHubService()
     app.load_config_file(str(tmp_path / "on.json"))
@@ -151,6 +151,7 @@ def test_mail_is_off_by_default_and_one_block_of_values_sets_it_up(tmp_path):
     assert (app.mail_address, app.mail_from) == ("{user}@example.org", "ComputeHub <ch@example.org>")
     assert app.address_of("octocat") == "octo@lab.example.org" and app.address_of("ada") == "ada@example.org"
     assert app.mail_per_user_hour == 20 and app.mail_user_domains == ["lab.example.org"]
+    assert not app.mail_address_confirmation
     env = {e["name"]: e for e in pod_spec(one(objs, "Deployment", component="service"))["containers"][0]["env"]}
     assert env["COMPUTEHUB_SMTP_PASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": "smtp", "key": "smtp-password"}
     assert "COMPUTEHUB_SMTP_PASSWORD" not in env_of(render(tmp_path), "service")
