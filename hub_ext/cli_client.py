@@ -165,9 +165,16 @@ computehub submit --gpus 8 --time 2d --mail end,fail
             spec["mail"] = self.mail.strip()       # checked by the service, which says what is wrong
         return spec
 
+    def submit(self, spec: dict) -> tuple:
+        """Submit ``spec`` (checked by ``spec()``), its begin counted from now by the service's clock
+        (``ComputeHubClient.now``), not this machine's: (the client, the workload)."""
+        ch = self.client()
+        if self.begin.strip():
+            spec["begin"] = parse_begin(self.begin, ch.now())
+        return ch, ch.submit(**spec)
+
     def run(self):
-        spec = self.spec()
-        w = self.client().submit(**spec)
+        _, w = self.submit(self.spec())
         if self.json:
             return self.emit(w)
         wait = (" (an admin must approve it first: see 'computehub approvals')"
@@ -207,7 +214,7 @@ computehub queue --json
             return self.emit(listing)
         if not items:
             return print("no live workloads" + ("" if self.all else " of yours; submit one with 'computehub submit'"))
-        now = time.time()
+        now = ch.now()          # the service's clock: its times are counted on it
         rows = []
         for w in items:
             e = w.get("explanation") or {}

@@ -234,14 +234,15 @@ class ApprovalsApp(ClientCommand):
     examples = "\ncomputehub approvals\ncomputehub approve w0000042\ncomputehub approve --array w0000050\n"
 
     def run(self):
-        data = self.client().approvals()
+        ch = self.client()
+        data = ch.approvals()
         if self.json:
             self.emit(data)
             return
         if not data["approvals"]:
             print("nothing awaits approval")
             return
-        now = time.time()
+        now = ch.now()          # the service's clock: its times are counted on it
         # A job array's tasks are one row (decided together with --array); --json has each.
         rows = [[w["id"], w["user"], w["queue"], w["kind"], gpus_of(w), human_duration(now - w["submitted_at"]),
                  name_of(w) or "-"] for w in collapse(data["approvals"])]

@@ -38,7 +38,9 @@ computehub release w0000042
 
     def run(self, *ids):
         ch = self.client()
-        until = parse_begin(self.until, time.time(), "--until") if self.until.strip() else None
+        if self.until.strip():
+            parse_begin(self.until, time.time(), "--until")          # a mistake is said before asking anyone
+        until = parse_begin(self.until, ch.now(), "--until") if self.until.strip() else None
         if self.array:
             return act_on_arrays(ch, ids, "hold", self.reason, until=until)
         return for_each_id(ids, by_index(ch, lambda wid: ch.hold(wid, self.reason, until)),

@@ -52,7 +52,7 @@ computehub run --gpus 1 --array 0-19%4 -- python sweep.py --seed '$COMPUTEHUB_AR
             raise UsageError(f"--kind {self.kind} is not a job; use training or batch (or 'computehub infer')")
         spec = self.spec()
         spec["metadata"] = job_metadata(list(self.extra_args))
-        w = self.client().submit(**spec)
+        _, w = self.submit(spec)
         if self.json:
             return self.emit(w)
         held = f" ({w['reason']})" if w["state"] == "held" else ""
@@ -92,8 +92,7 @@ computehub infer --gpus 1 --port 8080 --replicas 2 -- ./serve.sh
         self.kind, self.workers = "inference", self.replicas
         spec = self.spec()
         spec["metadata"] = job_metadata(" ".join(self.extra_args), **({"port": self.port} if self.port else {}))
-        ch = self.client()
-        w = ch.submit(**spec)
+        ch, w = self.submit(spec)
         url = f"{ch.url}/serve/{w['id']}/"
         if self.json:
             return self.emit(w)
@@ -243,9 +242,12 @@ computehub checkpoint w0000042 --at 10m  # its owner, for a save ten minutes ago
         return ComputeHubClient(self.url or None, token)
 
     def run(self, wid):
-        at = parse_when(self.at, "--at", time.time()) if self.at else None
-        w = self.client().report_checkpoint(wid, at=at, on_stop=self.on_stop)
+        if self.at:
+            parse_when(self.at, "--at", time.time())         # a mistake is said before asking anyone
+        ch = self.client()
+        at = parse_when(self.at, "--at", ch.now()) if self.at else None      # on the service's clock
+        w = ch.report_checkpoint(wid, at=at, on_stop=self.on_stop)
         if self.json:
             return self.emit(w)
-        print(f"{w['id']}  {w['state']}  checkpoint saved {human_duration(time.time() - w['checkpointed_at'])} ago"
+        print(f"{w['id']}  {w['state']}  checkpoint saved {human_duration(ch.now() - w['checkpointed_at'])} ago"
               + ("; it saves when stopped" if w.get("saves_on_stop") else ""))

@@ -22,6 +22,8 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
+from email.utils import parsedate_to_datetime
 from urllib.parse import quote
 
 SERVICE = "services/computehub"
@@ -126,9 +128,29 @@ class ComputeHubClient:
         self._requests = requests
         self.session = requests.Session()
         self.session.headers.update({"Authorization": f"token {self.token}", "Accept": "application/json"})
+        # Seconds the service's clock is ahead of this machine's, from its last answer's Date header
+        # (None before any): times it gives ("submitted at", "saved at") are counted on its clock.
+        self.clock_offset: float | None = None
 
     def __repr__(self) -> str:
         return f"ComputeHubClient(url={self.url!r})"
+
+    def now(self) -> float:
+        """Now by the service's clock (to about a second: its Date header), so that "saved 4 min
+        ago" and "--begin 2h" mean the same whatever this machine's clock says; asks the service
+        once if it has not answered yet."""
+        if self.clock_offset is None:
+            self.me()
+        return time.time() + (self.clock_offset or 0.0)
+
+    def _note_clock(self, r) -> None:
+        try:
+            # The header says the second the answer was made: the middle of it, less the trip back.
+            off = parsedate_to_datetime(r.headers["Date"]).timestamp() + 0.5 - time.time()
+        except (KeyError, TypeError, ValueError, IndexError):
+            return
+        # Within the header's second the clocks agree as far as it can tell: this one is finer.
+        self.clock_offset = off if abs(off) > 1.0 else 0.0
 
     # --- HTTP ---------------------------------------------------------------------
 
@@ -144,6 +166,7 @@ class ComputeHubClient:
         except rq.RequestException as e:
             raise ComputeHubError(None, "unreachable",
                                   f"cannot reach ComputeHub at {self.url}: {_root_cause(e)}") from None
+        self._note_clock(r)
         if r.status_code == 204:
             return None
         try:

@@ -28,8 +28,9 @@ def computehub() -> str:
     return exe
 
 
-def cli(hub, user: str | None, *args: str, url: str | None = None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
+def cli(hub, user: str | None, *args: str, url: str | None = None, env_extra: dict | None = None
+        ) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ENV_VARS} | (env_extra or {})
     env["COMPUTEHUB_URL"] = url or hub.service_url
     if user:
         env["JUPYTERHUB_API_TOKEN"] = hub.tokens[user]
