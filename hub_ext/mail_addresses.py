@@ -164,11 +164,10 @@ class OwnMailAddresses(HasTraits):
         sent = [t for t in self._pending.get(user, {}).get("sent", ()) if t > now - 86400]
         if sent and now - sent[-1] < RESEND_S:
             raise TooSoon(f"a code went out {now - sent[-1]:.0f} s ago: wait {RESEND_S - (now - sent[-1]):.0f} s "
-                                  "before asking for another (or give that one: computehub mail-address --confirm "
-                                  "CODE)")
+                          "before asking for another (or give that one: computehub mail-address --confirm CODE)")
         if len(sent) >= CODES_PER_DAY:
             raise TooSoon(f"{CODES_PER_DAY} codes went out in the last day, the most there may be: ask again "
-                                  "tomorrow, or give the last one")
+                          "tomorrow, or give the last one")
         pending = dict(self._pending)
         pending[user] = {**pending.get(user, {}), "sent": sent + [now]}
         self._write_pending(pending)
@@ -209,9 +208,9 @@ class OwnMailAddresses(HasTraits):
             raise ValidationError(f"that is not the code mailed to {address}: " + (
                 f"{left} tries left" if left > 0 else "no tries left; give the address again for a new code"))
         self.set_own_address(user, address, actor)
-        pending = dict(self._pending)
-        pending.pop(user, None)
-        self._write_pending(pending)
+        # The day's sends stay counted: confirming an address of one's own must not open the way to
+        # more codes for someone else's.
+        self._write_pending({**self._pending, user: {"sent": p.get("sent", [])}})
         return address
 
     def _check_choosing(self) -> None:

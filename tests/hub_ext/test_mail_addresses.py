@@ -100,6 +100,7 @@ def _ask(m, user, address) -> str:
 
 
 def test_an_address_is_used_only_once_the_code_mailed_to_it_comes_back(tmp_path, smtp):  # noqa: F811
+    from hub_ext.mail_addresses import TooSoon
     m = Mailer(sched_on(f"sqlite:///{tmp_path / 'store.sqlite'}"), smtp.controller.port,
                mail_user_domains=["example.org"])
     assert m.mail_address_confirmation
@@ -117,6 +118,8 @@ def test_an_address_is_used_only_once_the_code_mailed_to_it_comes_back(tmp_path,
     assert m.address_of("ada") == "Ada@lab.example.org" and m.pending_address("ada") == ""
     with pytest.raises(ValidationError, match="no address of yours waits for a code"):
         m.confirm_own_address("ada", code, actor="ada")                    # used up
+    with pytest.raises(TooSoon):            # the day's sends stay counted after a confirmation
+        m.start_confirmation("ada", "ada.other@example.org")
     assert m.start_confirmation("ada", "Ada@LAB.example.org") == ""      # the one in use: nothing to confirm
     # Kept in the database: a restart knows what waits (and only the code's hash is there).
     _ask(Mailer(m.sched, smtp.controller.port, mail_user_domains=["example.org"]), "cy", "cy@example.org")
